@@ -1,0 +1,101 @@
+// The op graph of one training step: ops (vertices) and tensors (edges) on Boost.Graph, with
+// dense uint32_t ids. Models, importers and the JSON loader build it; the simulator flattens it.
+//
+//   OpGraph g;
+//   OpId a = g.add_op({.name = "x", .type = "MatMul", .kernel = KernelSignature::gemm(64, 64, 64)});
+//   OpId b = g.add_op({.name = "y", .type = "Relu"});
+//   g.add_edge(a, b, {.bytes = 64 * 64 * 4});
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "placelab/graph/kernel.h"
+
+namespace placelab {
+
+using OpId = uint32_t;
+
+// Which part of a training step an op belongs to.
+enum class Phase : uint8_t { kForward, kBackward, kUpdate, kOther };
+std::string_view phase_name(Phase phase);                       // "forward", …
+std::optional<Phase> phase_from_name(std::string_view name);    // inverse; nullopt if unknown
+
+// One operation. Sizes are bytes, work is FP32 floating-point operations.
+struct Op {
+  std::string name;                 // unique within the graph
+  std::string type;                 // TF-style op type: Conv2D, MatMul, ApplyAdam, …
+  Phase phase = Phase::kForward;
+  KernelSignature kernel;           // what runs; the cost model and executors key on it
+  double flops = 0;                 // floating-point operations of one execution
+  double bytes_accessed = 0;        // bytes read + written by one execution
+  int64_t output_bytes = 0;         // size of the op's output buffer (allocated while it runs)
+  int64_t persistent_bytes = 0;     // variables / optimizer slots living on the op's device
+  bool cpu_only = false;            // no GPU kernel: TF soft placement keeps it on a CPU
+  int32_t layer = -1;               // model layer, for expert placements and layer grouping; -1 none
+  std::string colocation;           // TF colocation key; ops sharing a key must share a device
+};
+
+// One edge: a tensor from producer to consumer, or a control dependency (no data).
+struct Tensor {
+  int64_t bytes = 0;
+  bool control = false;
+};
+
+class OpGraph {
+ public:
+  using Adjacency = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, Tensor>;
+
+  // Adds an op and returns its id (ids are dense, in insertion order). Throws Error when the name
+  // is empty or already used.
+  OpId add_op(Op op);
+  // Adds an edge src → dst. Throws Error for an unknown id or a self loop. Parallel edges are
+  // allowed (one per consumed tensor).
+  void add_edge(OpId src, OpId dst, Tensor tensor = {});
+
+  std::size_t num_ops() const { return boost::num_vertices(g_); }
+  std::size_t num_edges() const { return boost::num_edges(g_); }
+  const Op& op(OpId id) const { return g_[id]; }
+  Op& op(OpId id) { return g_[id]; }
+  // The op with this name, if any.
+  std::optional<OpId> find(std::string_view name) const;
+
+  // Calls f(dst, const Tensor&) for each out edge of `id`, in insertion order.
+  template <typename F>
+  void for_each_out_edge(OpId id, F&& f) const {
+    for (auto [it, end] = boost::out_edges(id, g_); it != end; ++it)
+      f(static_cast<OpId>(boost::target(*it, g_)), g_[*it]);
+  }
+  // Calls f(src, const Tensor&) for each in edge of `id`, in insertion order.
+  template <typename F>
+  void for_each_in_edge(OpId id, F&& f) const {
+    for (auto [it, end] = boost::in_edges(id, g_); it != end; ++it)
+      f(static_cast<OpId>(boost::source(*it, g_)), g_[*it]);
+  }
+  std::size_t out_degree(OpId id) const { return boost::out_degree(id, g_); }
+  std::size_t in_degree(OpId id) const { return boost::in_degree(id, g_); }
+
+  // A topological order of all ops (Kahn's algorithm, smallest id first among ready ops, so the
+  // order is deterministic). Throws InputError naming the ops of a cycle when there is one.
+  std::vector<OpId> topological_order() const;
+  // The ops of one cycle in edge order, or empty when the graph is acyclic.
+  std::vector<OpId> find_cycle() const;
+
+  // Totals over all ops.
+  double total_flops() const;
+  int64_t total_persistent_bytes() const;
+
+  const Adjacency& adjacency() const { return g_; }
+
+ private:
+  Adjacency g_;
+  std::unordered_map<std::string, OpId> by_name_;
+};
+
+}  // namespace placelab

@@ -1,0 +1,61 @@
+// The cost model: how long an op takes on a device and how long a transfer takes between two
+// devices. The simulator asks it once per graph when it prepares; learners never see it.
+// AnalyticCostModel is a roofline with per-kernel-class efficiency; calibrated models (from
+// measurements) derive from CostModel too.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "placelab/graph/op_graph.h"
+#include "placelab/hwmodels/machine.h"
+
+namespace placelab {
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  // Seconds one execution of `op` takes on `device`, launch overhead included. Never negative.
+  virtual double op_time_s(const Op& op, DeviceId device) const = 0;
+  // Seconds a transfer of `bytes` (≥ 0; 0 still pays latency) from src to dst holds its route:
+  // latency + bytes / bandwidth; 0 when src == dst.
+  // The default uses the machine's route; calibrated models may override per device pair.
+  virtual double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const;
+  // A short description for reports ("analytic roofline", "calibrated: host.yaml").
+  virtual std::string describe() const = 0;
+
+  const Machine& machine() const { return *machine_; }
+
+ protected:
+  explicit CostModel(const Machine& machine) : machine_(&machine) {}
+
+ private:
+  const Machine* machine_;  // not owned; must outlive the model
+};
+
+// Fraction of peak a kernel class reaches, separately for compute and memory, per device kind.
+struct ClassEfficiency {
+  double compute = 1.0;  // of Device::peak_flops
+  double memory = 1.0;   // of Device::memory_bandwidth_Bps
+};
+
+// Roofline: time = launch_overhead + max(flops / (peak · eff.compute), bytes / (bw · eff.memory)).
+// flops and bytes come from the op (Op::flops, Op::bytes_accessed), falling back to the kernel
+// signature when the op leaves them 0.
+class AnalyticCostModel : public CostModel {
+ public:
+  struct Options {
+    // Indexed by KernelClass; [0] = CPU, [1] = GPU.
+    std::array<std::array<ClassEfficiency, kNumKernelClasses>, 2> efficiency;
+    Options();  // sensible defaults per class (documented in docs/machines.md)
+  };
+  explicit AnalyticCostModel(const Machine& machine, Options options = {});
+  double op_time_s(const Op& op, DeviceId device) const override;
+  std::string describe() const override { return "analytic roofline"; }
+
+ private:
+  Options options_;
+};
+
+}  // namespace placelab

@@ -1,0 +1,92 @@
+// A machine: compute devices, the links between them (with intermediate switch nodes such as a
+// K80 board's PCIe switch or a host root complex), and the routes transfers take. Routes are
+// shortest paths over the link graph, computed once when the machine is finalised.
+//
+//   Machine m;  m.name = "toy";
+//   m.devices = {{.name = "cpu:0", .kind = DeviceKind::kCpu, ...}, {.name = "gpu:0", ...}};
+//   m.links = {{.a = "cpu:0", .b = "gpu:0", .kind = LinkKind::kPcie, .bandwidth_Bps = 12e9}};
+//   m.finalize();                       // validates, builds routes; throws Error on a bad machine
+//   const Route& r = m.route(0, 1);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "placelab/graph/placement.h"
+
+namespace placelab {
+
+enum class DeviceKind : uint8_t { kCpu, kGpu };
+std::string_view device_kind_name(DeviceKind kind);  // "cpu", "gpu"
+
+// One compute device. Units are in the names: FLOP/s, bytes/s, bytes, seconds.
+struct Device {
+  std::string name;                    // "cpu:0", "gpu:3"
+  DeviceKind kind = DeviceKind::kGpu;
+  std::string model;                   // "Tesla K80 (one GK210 die)"; informational
+  double peak_flops = 0;               // peak FP32 FLOP/s
+  double memory_bandwidth_Bps = 0;     // device memory bandwidth, bytes/s
+  int64_t memory_bytes = 0;            // usable memory capacity
+  int streams = 1;                     // compute slots that run ops concurrently
+  double launch_overhead_s = 0;        // fixed cost added to every op run here
+};
+
+enum class LinkKind : uint8_t { kPcie, kNvlink, kQpi, kNetwork, kMemory };
+std::string_view link_kind_name(LinkKind kind);                      // "pcie", "nvlink", …
+std::optional<LinkKind> link_kind_from_name(std::string_view name);  // nullopt if unknown
+
+// A bidirectional link between two nodes (device or switch names). Each direction is its own
+// FIFO resource in the simulator; `bandwidth_Bps`/`latency_s` are per direction (a→b), and the
+// reverse direction uses the `reverse_*` values when set.
+struct Link {
+  std::string a, b;
+  LinkKind kind = LinkKind::kPcie;
+  double bandwidth_Bps = 0;       // bytes/s in the a→b direction
+  double latency_s = 0;           // seconds, a→b
+  std::optional<double> reverse_bandwidth_Bps;
+  std::optional<double> reverse_latency_s;
+};
+
+// The resource one transfer direction occupies: link index × 2 + (0 for a→b, 1 for b→a).
+using LinkDirection = uint32_t;
+
+// The path a transfer takes from one device to another.
+struct Route {
+  std::vector<LinkDirection> hops;   // in order from source to destination
+  double latency_s = 0;              // sum of hop latencies
+  double bandwidth_Bps = 0;          // bottleneck (minimum) bandwidth along the hops
+};
+
+struct Machine {
+  std::string name;
+  std::string description;
+  std::vector<Device> devices;
+  std::vector<std::string> switches;  // intermediate nodes that compute nothing
+  std::vector<Link> links;
+
+  // Validates names, values and connectivity and computes all device-to-device routes (fewest
+  // hops, then lowest latency, then highest bottleneck bandwidth). Throws Error with the field
+  // at fault. Must be called after any change and before route().
+  void finalize();
+
+  std::size_t num_devices() const { return devices.size(); }
+  std::optional<DeviceId> find_device(std::string_view name) const;
+  // The route from src to dst (src ≠ dst). Requires finalize().
+  const Route& route(DeviceId src, DeviceId dst) const;
+  // Number of directed link resources (2 × links.size()).
+  std::size_t num_link_directions() const { return 2 * links.size(); }
+  // "pcie gpu:0->switch:0" for a link direction; for traces and reports.
+  std::string link_direction_name(LinkDirection dir) const;
+  double link_bandwidth_Bps(LinkDirection dir) const;
+  double link_latency_s(LinkDirection dir) const;
+  // The first CPU device; ops marked cpu_only run there under soft placement. nullopt if none.
+  std::optional<DeviceId> default_cpu() const;
+
+ private:
+  std::vector<Route> routes_;  // num_devices² entries, row-major by source
+};
+
+}  // namespace placelab

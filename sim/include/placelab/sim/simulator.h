@@ -1,0 +1,109 @@
+// The discrete-event simulator: predicts one training step of an op graph under a placement on
+// a machine — step time, per-device busy time and peak memory, per-link traffic, OOM — following
+// the semantics in docs/simulator.md. It is the inner loop of every learner, so a Simulator
+// prepares flat arrays once per (graph, cost model) and then evaluates placements without heap
+// allocation, reusing a SimWorkspace and a SimResult.
+//
+//   AnalyticCostModel cost(machine);
+//   Simulator sim(graph, cost);
+//   SimResult r = sim.simulate(placement);            // convenience; allocates
+//   SimWorkspace ws;  SimResult out;
+//   sim.simulate(placement, ws, out);                  // hot path; no allocation after first use
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "placelab/graph/op_graph.h"
+#include "placelab/graph/placement.h"
+#include "placelab/hwmodels/cost_model.h"
+
+namespace placelab {
+
+struct SimOptions {
+  bool record_timeline = false;  // fill SimResult::timeline (allocates; for traces and plots)
+};
+
+// One interval on a resource, for the timeline.
+struct TimelineEvent {
+  enum class Kind : uint8_t { kOp, kTransfer };
+  Kind kind = Kind::kOp;
+  OpId op = 0;              // the op that ran, or the producer whose tensor was sent
+  DeviceId device = 0;      // kOp: where it ran; kTransfer: destination device
+  DeviceId src_device = 0;  // kTransfer: source device
+  uint16_t stream = 0;      // kOp: compute slot index on the device
+  double start_s = 0;
+  double end_s = 0;
+  int64_t bytes = 0;        // kTransfer: bytes sent
+};
+
+struct DeviceStats {
+  double busy_s = 0;              // sum of op durations run on the device
+  int64_t peak_memory_bytes = 0;  // persistent + peak transient
+  int64_t persistent_bytes = 0;
+  int32_t num_ops = 0;
+};
+
+struct LinkStats {
+  int64_t bytes = 0;   // bytes carried in this direction
+  double busy_s = 0;   // time the direction was held
+};
+
+struct SimResult {
+  double step_time_s = 0;             // time at which the last op or transfer finishes
+  std::vector<DeviceStats> devices;   // indexed by DeviceId
+  std::vector<LinkStats> links;       // indexed by LinkDirection
+  int64_t transfers = 0;              // number of cross-device sends
+  bool oom = false;                   // some device's peak exceeds its capacity
+  DeviceId oom_device = 0;            // the device with the largest excess, when oom
+  int64_t oom_excess_bytes = 0;       // by how much it exceeds its capacity, when oom
+  std::vector<TimelineEvent> timeline;  // only with SimOptions::record_timeline, by start time
+};
+
+// Scratch state of one evaluation; one per thread. Grows on first use, then is reused.
+class SimWorkspace {
+ public:
+  SimWorkspace();
+  ~SimWorkspace();
+  SimWorkspace(SimWorkspace&&) noexcept;
+  SimWorkspace& operator=(SimWorkspace&&) noexcept;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Simulator {
+ public:
+  // Prepares the flat representation (CSR adjacency, op times per device, route table). The
+  // graph must be acyclic (throws InputError naming a cycle otherwise). `cost` and its machine
+  // must outlive the Simulator; the graph need not (everything needed is copied).
+  Simulator(const OpGraph& graph, const CostModel& cost);
+  ~Simulator();
+  Simulator(Simulator&&) noexcept;
+
+  // Simulates one step. `placement` has one device per op (checked: throws InputError). Ops
+  // marked cpu_only that are placed on a GPU run on the machine's first CPU (TF soft placement).
+  // After the first call with a given workspace and result, allocates nothing unless
+  // options.record_timeline.
+  void simulate(std::span<const DeviceId> placement, SimWorkspace& workspace, SimResult& result,
+                const SimOptions& options = {}) const;
+  SimResult simulate(std::span<const DeviceId> placement, const SimOptions& options = {}) const;
+
+  // Simulates every placement of `batch` into results[i] over `threads` threads (0 = hardware
+  // concurrency). results.size() must equal batch.size(). Deterministic: independent of threads.
+  void simulate_batch(std::span<const Placement> batch, std::span<SimResult> results, int threads = 0) const;
+
+  std::size_t num_ops() const;
+  const Machine& machine() const;
+
+ private:
+  struct Prepared;
+  std::unique_ptr<Prepared> prepared_;
+};
+
+}  // namespace placelab
