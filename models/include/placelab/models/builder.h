@@ -1,0 +1,187 @@
+// TrainingGraphBuilder: describe a network's forward pass layer by layer with shapes, and get the
+// whole TensorFlow-1.x-style training step as an OpGraph — forward ops, synthesised gradient ops
+// (separate input- and weight-gradient ops that read the forward activations they need, so an
+// activation lives until its last gradient reader), gradient aggregation (AddN), optimizer update
+// ops with their slot memory, and batch-norm moving-average updates. The model zoo's generators and
+// the ONNX importer both describe networks through this one API.
+//
+//   TrainingGraphBuilder b({.optimizer = Optimizer::kMomentum});
+//   auto in = b.input_pipeline({{32, 224, 224, 3}, {32}});      // images NHWC, labels
+//   { auto layer = b.layer("conv1", 0);
+//     Value w = b.variable("weights", {7, 7, 3, 64});             // r, s, c, k
+//     Value y = b.relu(b.batch_norm(b.conv2d(in[0], w, 2, 3, 3), true)); … }
+//   b.minimize(b.softmax_cross_entropy(logits, in[1]));
+//   OpGraph g = std::move(b).finish();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "placelab/graph/op_graph.h"
+
+namespace placelab::models {
+
+// `op`: one node per TensorFlow 1.x op that runs in a training step. `layer`: the ops of one
+// layer scope and phase merged into one node (flops and bytes summed, the kernel of its heaviest
+// member), for quick runs.
+enum class Granularity : uint8_t { kOp, kLayer };
+enum class Optimizer : uint8_t { kSgd, kMomentum, kRmsProp, kAdam };
+// kFused: one FusedBatchNorm / FusedBatchNormGrad op (TF ≥ 1.3 default in tf.layers).
+// kDecomposed: moments + batch_normalization elementwise ops and their gradients (TF 1.0 slim).
+enum class BatchNormStyle : uint8_t { kFused, kDecomposed };
+
+std::string_view granularity_name(Granularity g);      // "op", "layer"
+std::optional<Granularity> granularity_from_name(std::string_view name);
+std::string_view optimizer_name(Optimizer o);          // "sgd", "momentum", "rmsprop", "adam"
+std::optional<Optimizer> optimizer_from_name(std::string_view name);
+// Optimizer slot variables per parameter (momentum 1, RMSProp 2: ms and mom, Adam 2: m and v).
+int optimizer_slots(Optimizer o);
+
+struct BuilderOptions {
+  Granularity granularity = Granularity::kOp;
+  Optimizer optimizer = Optimizer::kSgd;
+  BatchNormStyle batch_norm = BatchNormStyle::kFused;
+  // TF's colocate_gradients_with_ops: each gradient op gets the colocation key of the forward op
+  // it differentiates (forward ops then carry their own name as key).
+  bool colocate_gradients_with_ops = false;
+  // L2 weight decay as the TF 1.x models did it: L2Loss · decay of every trainable variable of
+  // rank ≥ 2, added to the loss (its gradient ops run every step). 0 disables.
+  double weight_decay = 0;
+  // tf.train.ExponentialMovingAverage over the trainable variables after each update (the
+  // CIFAR-10 tutorial and tensorflow/models/inception did): a shadow variable and 3 ops per variable.
+  bool variable_moving_averages = false;
+};
+
+// Dimensions of a tensor, outermost first (NHWC for images, [batch, features] for dense layers).
+using Shape = std::vector<int64_t>;
+int64_t num_elements(const Shape& shape);
+
+// A forward tensor handle; valid only with the builder that returned it.
+struct Value {
+  uint32_t id = UINT32_MAX;
+  bool valid() const { return id != UINT32_MAX; }
+};
+
+// Summary of what the builder produced, for reports and tests.
+struct BuildStats {
+  int64_t parameters = 0;          // elements of trainable variables
+  double forward_flops = 0;        // FP32 flops of forward ops (multiply-add = 2)
+};
+
+class TrainingGraphBuilder {
+ public:
+  explicit TrainingGraphBuilder(BuilderOptions options = {});
+  ~TrainingGraphBuilder();
+  TrainingGraphBuilder(TrainingGraphBuilder&&) noexcept;
+  TrainingGraphBuilder& operator=(TrainingGraphBuilder&&) noexcept;
+
+  const BuilderOptions& options() const;
+
+  // --- Scopes. Both prefix op names ("mixed_5b/branch1x1/Conv2D"); they nest and end when the
+  // returned guard is destroyed.
+  class ScopeGuard {
+   public:
+    explicit ScopeGuard(TrainingGraphBuilder* b) : b_(b) {}
+    ScopeGuard(ScopeGuard&& o) noexcept : b_(o.b_) { o.b_ = nullptr; }
+    ScopeGuard(const ScopeGuard&) = delete;
+    ScopeGuard& operator=(const ScopeGuard&) = delete;
+    ScopeGuard& operator=(ScopeGuard&&) = delete;
+    ~ScopeGuard();
+
+   private:
+    TrainingGraphBuilder* b_;
+  };
+  // A name scope only.
+  [[nodiscard]] ScopeGuard scope(std::string_view name);
+  // A layer: a name scope that is also the unit of `layer` granularity, and sets Op::layer (the
+  // model layer used by expert placements; -1 keeps the enclosing one). The gradient and update
+  // ops of the layer's forward ops and variables inherit both.
+  [[nodiscard]] ScopeGuard layer(std::string_view name, int32_t layer_id = -1);
+
+  // --- Inputs and variables.
+  // One cpu_only input-pipeline op (IteratorGetNext) producing one tensor per shape.
+  std::vector<Value> input_pipeline(const std::vector<Shape>& shapes);
+  // A trainable variable (VariableV2 with its bytes as persistent memory, colocated with its
+  // Identity read, its gradient aggregation and its update op); returns the read.
+  // Its gradient is applied with options().optimizer; the update op holds the slot memory.
+  Value variable(std::string_view name, const Shape& shape);
+  // A non-trainable variable (e.g. batch-norm moving statistics): persistent, never updated by
+  // the optimizer, not counted as a parameter.
+  Value non_trainable_variable(std::string_view name, const Shape& shape);
+
+  // --- Forward ops. Each records how to differentiate itself; shapes are checked with
+  // PLACELAB_CHECK (a generator bug, not user input).
+  // x NHWC [n,h,w,c], w [r,s,c,k]; zero padding pad_h/pad_w on both sides.
+  Value conv2d(Value x, Value w, int64_t stride, int64_t pad_h, int64_t pad_w);
+  // a [..., m, k] · b [k, n] (a 2-D b is shared across the leading dims of a, as a dense layer),
+  // or batched a [B..., m, k] · b [B..., k, n]; transpose_b takes b as [..., n, k].
+  Value matmul(Value a, Value b, bool transpose_b = false);
+  Value bias_add(Value x, Value bias);  // bias over the last dimension
+  Value dense(Value x, Value w, Value bias) { return bias_add(matmul(x, w), bias); }
+  // Batch normalisation over all but the last axis, training mode; creates beta (and gamma when
+  // `scale`), moving_mean and moving_variance in the current scope plus their moving-average
+  // update ops. Style per options().batch_norm.
+  Value batch_norm(Value x, bool scale);
+  // Layer normalisation over the last axis (decomposed as tf.contrib.layers.layer_norm), with
+  // gamma and beta variables.
+  Value layer_norm(Value x);
+  Value relu(Value x);
+  Value sigmoid(Value x);
+  Value tanh(Value x);
+  Value rsqrt(Value x);
+  Value add(Value a, Value b);         // numpy broadcasting on every binary op
+  Value sub(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value squared_difference(Value a, Value b);
+  Value scale(Value x, double factor);  // x * constant
+  Value add_constant(Value x, double c);
+  Value pow(Value x, double exponent);
+  Value stop_gradient(Value x);
+  Value add_n(const std::vector<Value>& values);
+  Value reduce_mean(Value x, const std::vector<int>& axes, bool keep_dims);
+  Value reduce_sum(Value x, const std::vector<int>& axes, bool keep_dims);
+  Value softmax(Value x);               // over the last axis
+  Value concat(const std::vector<Value>& values, int axis);
+  std::vector<Value> split(Value x, int axis, int parts);
+  Value reshape(Value x, const Shape& shape);
+  Value transpose(Value x, const std::vector<int>& perm);
+  // Pooling over NHWC windows k×k.
+  Value max_pool(Value x, int64_t k, int64_t stride, int64_t pad);
+  Value avg_pool(Value x, int64_t k, int64_t stride, int64_t pad);
+  // Local response normalisation over the channels (depth_radius each side), NHWC.
+  Value lrn(Value x, int64_t depth_radius);
+  // Rows of `table` [rows, dim] at `ids` (any shape); result shape ids ++ [dim]. The table's
+  // gradient is sparse (IndexedSlices), applied by a SparseApply op.
+  Value gather(Value table, Value ids);
+  // Mean sparse softmax cross-entropy of logits [n, classes] against labels [n]; a scalar.
+  Value softmax_cross_entropy(Value logits, Value labels);
+
+  // --- Composites of the ops above, as TensorFlow 1.x built them.
+  struct LstmState {
+    Value h, c;
+  };
+  // BasicLSTMCell: concat([x, h]) · kernel [in+units, 4·units] + bias, split i, j, f, o;
+  // c' = c·σ(f + 1) + σ(i)·tanh(j), h' = σ(o)·tanh(c'). An invalid state means zeros.
+  LstmState lstm_cell(Value x, LstmState state, Value kernel, Value bias);
+
+  // Marks the scalar `loss` as the training objective. Call once.
+  void minimize(Value loss);
+
+  const Shape& shape(Value v) const;
+  // Finishes the graph: gradients from the loss back to every variable, aggregation and update
+  // ops; then merges to layer granularity when asked. The builder is empty afterwards.
+  OpGraph finish() &&;
+  // Available after finish() too.
+  BuildStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace placelab::models

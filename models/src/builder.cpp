@@ -1,0 +1,984 @@
+#include "placelab/models/builder.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+#include "placelab/graph/error.h"
+
+namespace placelab::models {
+namespace {
+
+constexpr int64_t kFloatBytes = 4;
+
+std::string_view kGranularityNames[] = {"op", "layer"};
+std::string_view kOptimizerNames[] = {"sgd", "momentum", "rmsprop", "adam"};
+
+// numpy broadcasting of two shapes; empty optional when they are incompatible.
+std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
+  std::size_t n = std::max(a.size(), b.size());
+  Shape out(n, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) t += ',';
+    t += std::to_string(s[i]);
+  }
+  t += ']';
+  return t;
+}
+
+}  // namespace
+
+std::string_view granularity_name(Granularity g) { return kGranularityNames[static_cast<int>(g)]; }
+std::optional<Granularity> granularity_from_name(std::string_view name) {
+  for (int i = 0; i < 2; ++i)
+    if (kGranularityNames[i] == name) return static_cast<Granularity>(i);
+  return std::nullopt;
+}
+std::string_view optimizer_name(Optimizer o) { return kOptimizerNames[static_cast<int>(o)]; }
+std::optional<Optimizer> optimizer_from_name(std::string_view name) {
+  for (int i = 0; i < 4; ++i)
+    if (kOptimizerNames[i] == name) return static_cast<Optimizer>(i);
+  return std::nullopt;
+}
+int optimizer_slots(Optimizer o) {
+  switch (o) {
+    case Optimizer::kSgd: return 0;
+    case Optimizer::kMomentum: return 1;
+    case Optimizer::kRmsProp: return 2;
+    case Optimizer::kAdam: return 2;
+  }
+  return 0;
+}
+
+int64_t num_elements(const Shape& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+// ---------------------------------------------------------------------------------------------
+struct TrainingGraphBuilder::Impl {
+  struct ValueRec {
+    uint32_t node;
+    Shape shape;
+    int64_t bytes;
+    bool requires_grad;
+    int32_t var = -1;  // the variable this value is the read of, or -1
+  };
+  struct GradCtx;
+  using GradFn = std::function<void(Impl&, GradCtx&)>;
+  struct NodeRec {
+    Op op;
+    std::string block;
+    std::vector<uint32_t> inputs;    // values consumed (one edge each)
+    std::vector<uint32_t> controls;  // nodes that must finish first (control edges)
+    std::vector<uint32_t> outputs;   // values produced
+    GradFn grad;
+  };
+  struct VarRec {
+    uint32_t node;
+    uint32_t read;
+    bool trainable;
+    bool sparse = false;  // gradient arrives as IndexedSlices (an embedding table)
+  };
+  struct Frame {
+    std::string prefix;  // full name prefix after this frame
+    bool is_layer;
+    int32_t layer;       // effective layer id inside this frame
+  };
+  // Context of the gradient function of one forward node.
+  struct GradCtx {
+    uint32_t node;
+    std::vector<uint32_t> dy;  // aggregated output gradients (UINT32_MAX when none)
+    std::vector<std::pair<std::size_t, uint32_t>> given;  // (input index, gradient value)
+  };
+
+  BuilderOptions options;
+  std::vector<NodeRec> nodes;
+  std::vector<ValueRec> values;
+  std::vector<VarRec> vars;
+  std::vector<Frame> frames;
+  std::unordered_map<std::string, int> name_count;
+  std::vector<uint32_t> regularized;  // variable reads under weight decay
+  uint32_t loss = UINT32_MAX;
+  BuildStats build_stats;
+  bool finished = false;
+
+  // Emission context: forward by default; backward/update emission overrides it.
+  Phase phase = Phase::kForward;
+  const NodeRec* grad_of = nullptr;  // forward node whose gradient is being emitted
+  std::string override_prefix;
+  std::string override_block;
+  int32_t override_layer = -1;
+  std::string override_colocation;
+  bool overriding = false;
+
+  std::string prefix() const {
+    if (overriding) return override_prefix;
+    return frames.empty() ? std::string() : frames.back().prefix;
+  }
+  std::string block() const {
+    if (overriding) return override_block;
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it)
+      if (it->is_layer) return it->prefix;
+    return {};
+  }
+  int32_t layer() const {
+    if (overriding) return override_layer;
+    return frames.empty() ? -1 : frames.back().layer;
+  }
+
+  std::string unique_name(const std::string& base) {
+    auto [it, inserted] = name_count.emplace(base, 0);
+    if (inserted) return base;
+    // TF's uniquifier: name_1, name_2, … skipping names already taken.
+    for (;;) {
+      std::string candidate = base + "_" + std::to_string(++it->second);
+      if (name_count.emplace(candidate, 0).second) return candidate;
+    }
+  }
+
+  const ValueRec& val(Value v) const {
+    PLACELAB_CHECK(v.id < values.size()) << "invalid Value " << v.id;
+    return values[v.id];
+  }
+  const Shape& shp(Value v) const { return val(v).shape; }
+  int64_t elems(Value v) const { return num_elements(val(v).shape); }
+
+  // Adds one node; returns its output values. output_bytes is the sum of the outputs except for
+  // noop kernels (Identity, Reshape, …), which alias their input's buffer.
+  std::vector<Value> emit(std::string_view type, std::string_view base, KernelSignature kernel,
+                          const std::vector<Value>& inputs, const std::vector<Shape>& outputs,
+                          GradFn grad = {}, bool differentiable = true) {
+    PLACELAB_CHECK(!finished) << "builder used after finish()";
+    NodeRec n;
+    std::string p = prefix();
+    n.op.name = unique_name(p.empty() ? std::string(base) : p + "/" + std::string(base));
+    n.op.type = std::string(type);
+    n.op.phase = phase;
+    n.op.kernel = kernel;
+    n.op.flops = kernel_flops(kernel);
+    n.op.bytes_accessed = kernel_bytes(kernel);
+    n.op.layer = layer();
+    n.block = block();
+    if (overriding) n.op.colocation = override_colocation;
+    bool any_grad = false;
+    for (Value v : inputs) {
+      n.inputs.push_back(v.id);
+      any_grad = any_grad || val(v).requires_grad;
+    }
+    uint32_t id = static_cast<uint32_t>(nodes.size());
+    std::vector<Value> outs;
+    int64_t out_bytes = 0;
+    for (const Shape& s : outputs) {
+      int64_t bytes = num_elements(s) * kFloatBytes;
+      values.push_back({id, s, bytes, phase == Phase::kForward && differentiable && any_grad, -1});
+      n.outputs.push_back(static_cast<uint32_t>(values.size() - 1));
+      outs.push_back({static_cast<uint32_t>(values.size() - 1)});
+      out_bytes += bytes;
+    }
+    n.op.output_bytes = kernel.cls == KernelClass::kNoop ? 0 : out_bytes;
+    if (phase == Phase::kForward && differentiable && any_grad) n.grad = std::move(grad);
+    if (phase == Phase::kForward) build_stats.forward_flops += n.op.flops;
+    nodes.push_back(std::move(n));
+    return outs;
+  }
+  Value emit1(std::string_view type, KernelSignature kernel, const std::vector<Value>& inputs, const Shape& out,
+              GradFn grad = {}) {
+    return emit(type, type, kernel, inputs, {out}, std::move(grad))[0];
+  }
+
+  static KernelSignature ew(int64_t elements, int64_t inputs) { return KernelSignature::elementwise(elements, inputs); }
+
+  // --- gradient helpers (called inside gradient functions) ---
+  static Value dy(const GradCtx& g, std::size_t i = 0) { return {g.dy[i]}; }
+  bool needs(const GradCtx& g, std::size_t input) const {
+    return values[nodes[g.node].inputs[input]].requires_grad;
+  }
+  Value in(const GradCtx& g, std::size_t i) const { return {nodes[g.node].inputs[i]}; }
+  Value out(const GradCtx& g, std::size_t i = 0) const { return {nodes[g.node].outputs[i]}; }
+  static void give(GradCtx& g, std::size_t input, Value grad) { g.given.emplace_back(input, grad.id); }
+
+  // Sums a gradient down to `target` (the shape of a broadcast input), as TF's
+  // reduce_sum + reshape after BroadcastGradientArgs.
+  Value reduce_to(Value grad, const Shape& target) {
+    if (shp(grad) == target) return grad;
+    Value s = emit1("Sum", KernelSignature::reduction(elems(grad), num_elements(target)), {grad}, target);
+    return emit1("Reshape", KernelSignature::noop(), {s}, target);
+  }
+  // Gradient pass for a binary broadcasting op: the BroadcastGradientArgs op TF computes the
+  // reduction axes with, when the shapes differ.
+  void broadcast_args(const GradCtx& g) {
+    if (shp(in(g, 0)) != shp(in(g, 1))) emit("BroadcastGradientArgs", "BroadcastGradientArgs", KernelSignature::noop(), {}, {Shape{}});
+  }
+
+  Value unary(std::string_view type, Value x, std::string_view grad_type, bool grad_reads_output) {
+    const Shape s = shp(x);
+    int64_t e = elems(x);
+    std::string gt(grad_type);
+    return emit1(type, ew(e, 1), {x}, s, [gt, e, grad_reads_output](Impl& b, GradCtx& g) {
+      Value saved = grad_reads_output ? b.out(g) : b.in(g, 0);
+      b.give(g, 0, b.emit1(gt, ew(e, 2), {b.dy(g), saved}, b.shp(saved)));
+    });
+  }
+
+  enum class Bin { kAdd, kSub, kMul, kSqDiff };
+  Value binary(Bin kind, Value a, Value c) {
+    auto s = broadcast(shp(a), shp(c));
+    PLACELAB_CHECK(s) << "shapes " << shape_text(shp(a)) << " and " << shape_text(shp(c)) << " do not broadcast";
+    const Shape out = *s;
+    int64_t e = num_elements(out);
+    std::string_view type = kind == Bin::kAdd ? "Add" : kind == Bin::kSub ? "Sub" : kind == Bin::kMul ? "Mul" : "SquaredDifference";
+    return emit1(type, ew(e, 2), {a, c}, out, [kind, e](Impl& b, GradCtx& g) {
+      b.broadcast_args(g);
+      Value d = b.dy(g);
+      const Shape& sa = b.shp(b.in(g, 0));
+      const Shape& sc = b.shp(b.in(g, 1));
+      const Shape& so = b.shp(d);
+      switch (kind) {
+        case Bin::kAdd:
+          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(d, sa));
+          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(d, sc));
+          break;
+        case Bin::kSub:
+          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(d, sa));
+          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(b.emit1("Neg", ew(e, 1), {d}, so), sc));
+          break;
+        case Bin::kMul:
+          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(b.emit1("Mul", ew(e, 2), {d, b.in(g, 1)}, so), sa));
+          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(b.emit1("Mul", ew(e, 2), {d, b.in(g, 0)}, so), sc));
+          break;
+        case Bin::kSqDiff: {
+          // TF: scalar_mul(2, grad) * (x - y), then Neg for y.
+          Value two = b.emit1("Mul", ew(e, 1), {d}, so);
+          Value diff = b.emit1("sub", ew(e, 2), {b.in(g, 0), b.in(g, 1)}, so);
+          Value gx = b.emit1("mul", ew(e, 2), {two, diff}, so);
+          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(gx, sa));
+          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(b.emit1("Neg", ew(e, 1), {gx}, so), sc));
+          break;
+        }
+      }
+    });
+  }
+
+  Value reduce(bool mean, Value x, const std::vector<int>& axes, bool keep_dims) {
+    const Shape in_shape = shp(x);
+    Shape kept = in_shape, out;
+    for (int a : axes) {
+      int r = a < 0 ? a + static_cast<int>(in_shape.size()) : a;
+      PLACELAB_CHECK(r >= 0 && r < static_cast<int>(in_shape.size())) << "axis " << a;
+      kept[static_cast<std::size_t>(r)] = 1;
+    }
+    for (std::size_t i = 0; i < in_shape.size(); ++i) {
+      bool reduced = std::find_if(axes.begin(), axes.end(), [&](int a) {
+                       return (a < 0 ? a + static_cast<int>(in_shape.size()) : a) == static_cast<int>(i);
+                     }) != axes.end();
+      if (!reduced || keep_dims) out.push_back(reduced ? 1 : in_shape[i]);
+    }
+    int64_t ein = num_elements(in_shape);
+    return emit1(mean ? "Mean" : "Sum", KernelSignature::reduction(ein, num_elements(out)), {x}, out,
+                 [mean, kept, in_shape, ein](Impl& b, GradCtx& g) {
+                   // TF's _SumGrad/_MeanGrad: reshape to the kept shape, tile, (divide).
+                   Value r = b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, kept);
+                   Value t = b.emit1("Tile", ew(ein, 1), {r}, in_shape);
+                   if (mean) t = b.emit1("truediv", ew(ein, 1), {t}, in_shape);
+                   b.give(g, 0, t);
+                 });
+  }
+
+  Value variable(std::string_view name, const Shape& shape, bool trainable) {
+    PLACELAB_CHECK(phase == Phase::kForward) << "variables are created in the forward description";
+    int64_t bytes = num_elements(shape) * kFloatBytes;
+    std::string p = prefix();
+    std::string var_name = unique_name(p.empty() ? std::string(name) : p + "/" + std::string(name));
+    NodeRec var;
+    var.op = {.name = var_name, .type = "VariableV2", .phase = Phase::kForward, .persistent_bytes = bytes,
+              .layer = layer(), .colocation = var_name};
+    var.block = block();
+    uint32_t var_node = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(std::move(var));
+    name_count.emplace(var_name + "/read", 0);
+    NodeRec read;
+    read.op = {.name = var_name + "/read", .type = "Identity", .phase = Phase::kForward, .layer = layer(),
+               .colocation = var_name};
+    read.block = block();
+    read.controls.push_back(var_node);  // the read aliases the variable's buffer on its device
+    uint32_t read_node = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(std::move(read));
+    values.push_back({read_node, shape, bytes, trainable, static_cast<int32_t>(vars.size())});
+    uint32_t read_value = static_cast<uint32_t>(values.size() - 1);
+    nodes[read_node].outputs.push_back(read_value);
+    vars.push_back({var_node, read_value, trainable});
+    if (trainable) {
+      build_stats.parameters += num_elements(shape);
+      if (options.weight_decay > 0 && shape.size() >= 2) regularized.push_back(read_value);
+    }
+    return {read_value};
+  }
+
+  // tf.train.assign_moving_average(shadow, value): sub, mul, AssignSub, colocated with `shadow`.
+  void moving_average(uint32_t shadow_var, Value value) {
+    const VarRec& v = vars[static_cast<std::size_t>(shadow_var)];
+    const Op& shadow = nodes[v.node].op;
+    int64_t e = num_elements(values[v.read].shape);
+    Phase saved_phase = phase;
+    phase = Phase::kUpdate;
+    Value diff = emit1("Sub", ew(e, 2), {Value{v.read}, value}, values[v.read].shape);
+    Value scaled = emit1("Mul", ew(e, 1), {diff}, values[v.read].shape);
+    std::vector<Value> assign = emit("AssignSub", "AssignMovingAvg", ew(e, 2), {scaled}, {values[v.read].shape});
+    nodes[values[assign[0].id].node].controls.push_back(v.node);
+    for (Value x : {diff, scaled, assign[0]}) nodes[values[x.id].node].op.colocation = shadow.colocation;
+    phase = saved_phase;
+  }
+
+  // x + constant (the constant is folded into the kernel; its gradient passes through).
+  Value add_const(Value x) {
+    return emit1("add", ew(elems(x), 1), {x}, shp(x), [](Impl& b, GradCtx& g) { b.give(g, 0, b.dy(g)); });
+  }
+  Value batch_norm(Value x, bool with_scale);
+  Value layer_norm(Value x);
+  Value norm_decomposed(Value x, const std::vector<int>& axes, Value gamma, Value beta, bool keep_moving,
+                        Value moving_mean, Value moving_var);
+  void backward();
+  void updates();
+  OpGraph to_graph() const;
+  OpGraph to_layer_graph(const OpGraph& g) const;
+};
+
+// --- batch / layer norm -----------------------------------------------------------------------
+Value TrainingGraphBuilder::Impl::norm_decomposed(Value x, const std::vector<int>& axes, Value gamma, Value beta,
+                                                  bool keep_moving, Value moving_mean, Value moving_var) {
+  // tf.nn.moments + tf.nn.batch_normalization as TF 1.x built them.
+  Value mean = reduce(true, x, axes, true);
+  Value sg = emit1("StopGradient", KernelSignature::noop(), {mean}, shp(mean));
+  values[sg.id].requires_grad = false;
+  nodes[values[sg.id].node].grad = {};
+  Value sq = binary(Bin::kSqDiff, x, sg);
+  Value var = reduce(true, sq, axes, true);
+  Shape stat = shp(beta);
+  bool squeeze = keep_moving;  // batch norm squeezes the statistics to [C]
+  if (squeeze) {
+    mean = emit1("Squeeze", KernelSignature::noop(), {mean}, stat, [](Impl& b, GradCtx& g) {
+      b.give(g, 0, b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, b.shp(b.in(g, 0))));
+    });
+    var = emit1("Squeeze", KernelSignature::noop(), {var}, stat, [](Impl& b, GradCtx& g) {
+      b.give(g, 0, b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, b.shp(b.in(g, 0))));
+    });
+  }
+  Value inv = unary("Rsqrt", add_const(var), "RsqrtGrad", true);
+  if (gamma.valid()) inv = binary(Bin::kMul, inv, gamma);
+  Value y = binary(Bin::kAdd, binary(Bin::kMul, x, inv), binary(Bin::kSub, beta, binary(Bin::kMul, mean, inv)));
+  if (keep_moving) {
+    moving_average(values[moving_mean.id].var, mean);
+    moving_average(values[moving_var.id].var, var);
+  }
+  return y;
+}
+
+Value TrainingGraphBuilder::Impl::batch_norm(Value x, bool with_scale) {
+  const Shape xs = shp(x);
+  PLACELAB_CHECK(xs.size() >= 2) << "batch_norm of " << shape_text(xs);
+  Shape c{xs.back()};
+  Value gamma = with_scale ? variable("gamma", c, true) : Value{};
+  Value beta = variable("beta", c, true);
+  Value mm = variable("moving_mean", c, false);
+  Value mv = variable("moving_variance", c, false);
+  std::vector<int> axes;
+  for (int i = 0; i + 1 < static_cast<int>(xs.size()); ++i) axes.push_back(i);
+  if (options.batch_norm == BatchNormStyle::kDecomposed) return norm_decomposed(x, axes, gamma, beta, true, mm, mv);
+  std::vector<Value> in{x, beta};
+  if (gamma.valid()) in.push_back(gamma);
+  int64_t e = elems(x);
+  bool has_gamma = gamma.valid();
+  // FusedBatchNorm: y, batch mean, batch variance (the saved statistics its gradient reads).
+  std::vector<Value> outs = emit("FusedBatchNorm", "FusedBatchNorm", ew(e, 2), in, {xs, c, c},
+                                 [e, has_gamma](Impl& b, GradCtx& g) {
+                                   std::vector<Value> reads{b.dy(g), b.in(g, 0), b.out(g, 1), b.out(g, 2)};
+                                   if (has_gamma) reads.push_back(b.in(g, 2));
+                                   Shape cs = b.shp(b.in(g, 1));
+                                   std::vector<Shape> shapes{b.shp(b.in(g, 0)), cs, cs};
+                                   auto gs = b.emit("FusedBatchNormGrad", "FusedBatchNormGrad", ew(e, 3), reads, shapes);
+                                   if (b.needs(g, 0)) b.give(g, 0, gs[0]);
+                                   b.give(g, 1, gs[2]);
+                                   if (has_gamma) b.give(g, 2, gs[1]);
+                                 });
+  moving_average(values[mm.id].var, outs[1]);
+  moving_average(values[mv.id].var, outs[2]);
+  return outs[0];
+}
+
+Value TrainingGraphBuilder::Impl::layer_norm(Value x) {
+  Shape h{shp(x).back()};
+  Value gamma = variable("gamma", h, true);
+  Value beta = variable("beta", h, true);
+  return norm_decomposed(x, {-1}, gamma, beta, false, {}, {});
+}
+
+// --- backward ---------------------------------------------------------------------------------
+void TrainingGraphBuilder::Impl::backward() {
+  PLACELAB_CHECK(loss != UINT32_MAX) << "minimize() was not called";
+  const std::size_t num_forward_values = values.size();
+  const std::size_t num_forward_nodes = nodes.size();
+  std::vector<std::vector<uint32_t>> contrib(num_forward_values);
+  phase = Phase::kBackward;
+  overriding = true;
+
+  auto set_context = [&](uint32_t node, std::string p) {
+    const NodeRec& n = nodes[node];
+    override_prefix = std::move(p);
+    override_block = n.block;
+    override_layer = n.op.layer;
+    override_colocation.clear();
+    if (options.colocate_gradients_with_ops && n.grad)
+      override_colocation = n.op.colocation.empty() ? n.op.name : n.op.colocation;
+  };
+  // Sums the gradient contributions of a forward value (TF's AddN), or concatenates the
+  // IndexedSlices of a sparse variable.
+  auto aggregate = [&](uint32_t value) -> uint32_t {
+    std::vector<uint32_t>& c = contrib[value];
+    if (c.empty()) return UINT32_MAX;
+    if (c.size() == 1) return c[0];
+    std::vector<Value> parts;
+    for (uint32_t v : c) parts.push_back({v});
+    int32_t var = values[value].var;
+    if (var >= 0 && vars[static_cast<std::size_t>(var)].sparse) {
+      Shape s = values[c[0]].shape;
+      int64_t bytes = 0;
+      s[0] = 0;
+      for (uint32_t v : c) {
+        s[0] += values[v].shape[0];
+        bytes += values[v].bytes;
+      }
+      return emit1("ConcatV2", KernelSignature::copy(bytes), parts, s).id;
+    }
+    int64_t e = num_elements(values[value].shape);
+    return emit1("AddN", ew(e, static_cast<int64_t>(parts.size())), parts, values[value].shape).id;
+  };
+
+  set_context(values[loss].node, "gradients");
+  Value seed = emit1("Fill", ew(1, 1), {}, values[loss].shape);
+  contrib[loss].push_back(seed.id);
+
+  for (std::size_t i = num_forward_nodes; i-- > 0;) {
+    uint32_t node = static_cast<uint32_t>(i);
+    if (!nodes[node].grad) continue;
+    GradCtx g{node, {}, {}};
+    set_context(node, "gradients");
+    bool any = false;
+    std::vector<uint32_t> outs = nodes[node].outputs;
+    for (uint32_t o : outs) {
+      g.dy.push_back(aggregate(o));
+      any = any || g.dy.back() != UINT32_MAX;
+    }
+    if (!any) continue;
+    set_context(node, "gradients/" + nodes[node].op.name + "_grad");
+    GradFn fn = nodes[node].grad;  // a copy: emitting may reallocate `nodes`
+    fn(*this, g);
+    for (auto [input, grad] : g.given) {
+      uint32_t target = nodes[node].inputs[input];
+      if (values[target].requires_grad) contrib[target].push_back(grad);
+    }
+  }
+
+  // Variable gradients and updates.
+  static constexpr std::string_view kApply[] = {"ApplyGradientDescent", "ApplyMomentum", "ApplyRMSProp", "ApplyAdam"};
+  static constexpr std::string_view kSparseApply[] = {"ScatterSub", "SparseApplyMomentum", "SparseApplyRMSProp",
+                                                      "SparseApplyAdam"};
+  static constexpr std::string_view kPrefix[] = {"GradientDescent", "Momentum", "RMSProp", "Adam"};
+  const int slots = optimizer_slots(options.optimizer);
+  const auto opt = static_cast<std::size_t>(options.optimizer);
+  const std::size_t num_vars = vars.size();
+  for (std::size_t vi = 0; vi < num_vars; ++vi) {
+    VarRec v = vars[vi];
+    if (!v.trainable) continue;
+    const std::string var_name = nodes[v.node].op.name;
+    phase = Phase::kBackward;
+    set_context(v.node, "gradients");
+    override_colocation.clear();
+    uint32_t grad = aggregate(v.read);
+    if (grad == UINT32_MAX) continue;  // not on the loss's path: TF applies nothing
+    phase = Phase::kUpdate;
+    set_context(v.node, std::string(kPrefix[opt]) + "/update_" + var_name);
+    override_colocation = var_name;
+    int64_t params = num_elements(values[v.read].shape);
+    // Sparse updates touch the looked-up rows, except TF 1.x Adam, which decays all of m and v.
+    int64_t e = v.sparse && options.optimizer != Optimizer::kAdam ? num_elements(values[grad].shape) : params;
+    std::string_view type = v.sparse ? kSparseApply[opt] : kApply[opt];
+    Value applied = emit1(type, ew(e, 2 + slots), {Value{grad}}, values[v.read].shape);
+    NodeRec& apply = nodes[values[applied.id].node];
+    apply.op.output_bytes = 0;  // updates the variable in place
+    apply.op.persistent_bytes = static_cast<int64_t>(slots) * params * kFloatBytes;
+    apply.controls.push_back(v.node);
+    uint32_t apply_node = values[applied.id].node;
+    if (options.variable_moving_averages) {
+      phase = Phase::kForward;
+      override_prefix.clear();
+      Value shadow = variable(var_name + "/ExponentialMovingAverage", values[v.read].shape, false);
+      nodes[values[shadow.id].node].controls.push_back(apply_node);
+      moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read});
+      nodes.back().controls.push_back(apply_node);
+    }
+  }
+  overriding = false;
+  phase = Phase::kForward;
+}
+
+OpGraph TrainingGraphBuilder::Impl::to_graph() const {
+  OpGraph g;
+  for (const NodeRec& n : nodes) g.add_op(n.op);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto dst = static_cast<OpId>(i);
+    for (uint32_t v : nodes[i].inputs) g.add_edge(values[v].node, dst, {.bytes = values[v].bytes});
+    for (uint32_t c : nodes[i].controls) g.add_edge(c, dst, {.bytes = 0, .control = true});
+  }
+  return g;
+}
+
+// Merges the ops of one (layer scope, phase) into one op. An op outside any layer scope stays alone.
+OpGraph TrainingGraphBuilder::Impl::to_layer_graph(const OpGraph& g) const {
+  std::map<std::pair<std::string, int>, OpId> group_of_key;
+  std::vector<OpId> group(nodes.size());
+  std::vector<Op> merged;
+  std::vector<double> heaviest;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const NodeRec& n = nodes[i];
+    std::string key = n.block.empty() ? n.op.name : n.block;
+    auto [it, inserted] =
+        group_of_key.emplace(std::make_pair(key, static_cast<int>(n.op.phase)), static_cast<OpId>(merged.size()));
+    group[i] = it->second;
+    if (inserted) {
+      Op op = n.op;
+      op.name = n.block.empty() ? n.op.name : n.block + "/" + std::string(phase_name(n.op.phase));
+      op.output_bytes = 0;
+      op.flops = op.bytes_accessed = 0;
+      op.persistent_bytes = 0;
+      op.colocation = n.block.empty() ? n.op.colocation : std::string();
+      op.cpu_only = false;
+      merged.push_back(std::move(op));
+      heaviest.push_back(-1);
+    }
+    Op& m = merged[it->second];
+    m.flops += n.op.flops;
+    m.bytes_accessed += n.op.bytes_accessed;
+    m.persistent_bytes += n.op.persistent_bytes;
+    m.cpu_only = m.cpu_only || n.op.cpu_only;
+    // A layer holding a variable keeps TF's colocation of the variable with its readers and
+    // updaters: all phases of the layer share the key.
+    if (!n.block.empty() && !n.op.colocation.empty()) m.colocation = n.block;
+    if (n.op.flops > heaviest[it->second]) {
+      heaviest[it->second] = n.op.flops;
+      m.kernel = n.op.kernel;
+      m.type = n.op.type;
+    }
+  }
+  // Output bytes of a merged op: the tensors that leave it (the ones that stay inside are
+  // temporaries of the fused layer).
+  std::map<std::pair<OpId, OpId>, Tensor> edges;
+  std::map<std::pair<uint32_t, OpId>, bool> sent;  // (value, destination group) counted once
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    OpId dst = group[i];
+    for (uint32_t v : nodes[i].inputs) {
+      OpId src = group[values[v].node];
+      if (src == dst) continue;
+      if (!sent.emplace(std::make_pair(v, dst), true).second) continue;
+      Tensor& t = edges[{src, dst}];
+      t.bytes += values[v].bytes;
+      t.control = false;
+      if (sent.emplace(std::make_pair(v, static_cast<OpId>(UINT32_MAX)), true).second &&
+          g.op(values[v].node).kernel.cls != KernelClass::kNoop)
+        merged[src].output_bytes += values[v].bytes;
+    }
+    for (uint32_t c : nodes[i].controls) {
+      OpId src = group[c];
+      if (src == dst) continue;
+      auto [it, inserted] = edges.try_emplace({src, dst}, Tensor{.bytes = 0, .control = true});
+      (void)it;
+      (void)inserted;
+    }
+  }
+  OpGraph out;
+  for (Op& op : merged) out.add_op(std::move(op));
+  for (auto& [key, t] : edges) out.add_edge(key.first, key.second, t);
+  return out;
+}
+
+// --- public API -------------------------------------------------------------------------------
+TrainingGraphBuilder::TrainingGraphBuilder(BuilderOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+}
+TrainingGraphBuilder::~TrainingGraphBuilder() = default;
+TrainingGraphBuilder::TrainingGraphBuilder(TrainingGraphBuilder&&) noexcept = default;
+TrainingGraphBuilder& TrainingGraphBuilder::operator=(TrainingGraphBuilder&&) noexcept = default;
+const BuilderOptions& TrainingGraphBuilder::options() const { return impl_->options; }
+
+TrainingGraphBuilder::ScopeGuard::~ScopeGuard() {
+  if (b_) b_->impl_->frames.pop_back();
+}
+TrainingGraphBuilder::ScopeGuard TrainingGraphBuilder::scope(std::string_view name) {
+  std::string p = impl_->prefix();
+  impl_->frames.push_back({p.empty() ? std::string(name) : p + "/" + std::string(name), false, impl_->layer()});
+  return ScopeGuard(this);
+}
+TrainingGraphBuilder::ScopeGuard TrainingGraphBuilder::layer(std::string_view name, int32_t layer_id) {
+  std::string p = impl_->prefix();
+  impl_->frames.push_back({p.empty() ? std::string(name) : p + "/" + std::string(name), true,
+                           layer_id >= 0 ? layer_id : impl_->layer()});
+  return ScopeGuard(this);
+}
+
+std::vector<Value> TrainingGraphBuilder::input_pipeline(const std::vector<Shape>& shapes) {
+  auto s = layer("input");
+  int64_t bytes = 0;
+  for (const Shape& sh : shapes) bytes += num_elements(sh) * kFloatBytes;
+  std::vector<Value> out = impl_->emit("IteratorGetNext", "IteratorGetNext", KernelSignature::copy(bytes), {}, shapes);
+  impl_->nodes.back().op.cpu_only = true;
+  return out;
+}
+Value TrainingGraphBuilder::variable(std::string_view name, const Shape& shape) {
+  return impl_->variable(name, shape, true);
+}
+Value TrainingGraphBuilder::non_trainable_variable(std::string_view name, const Shape& shape) {
+  return impl_->variable(name, shape, false);
+}
+
+Value TrainingGraphBuilder::conv2d(Value x, Value w, int64_t stride, int64_t pad_h, int64_t pad_w) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x), ws = b.shp(w);
+  PLACELAB_CHECK(xs.size() == 4 && ws.size() == 4 && xs[3] == ws[2])
+      << "conv2d of " << shape_text(xs) << " with filter " << shape_text(ws);
+  int64_t n = xs[0], h = xs[1], wd = xs[2], c = xs[3], r = ws[0], s = ws[1], k = ws[3];
+  int64_t ho = (h + 2 * pad_h - r) / stride + 1, wo = (wd + 2 * pad_w - s) / stride + 1;
+  PLACELAB_CHECK(ho > 0 && wo > 0) << "conv2d output of " << shape_text(xs);
+  // The signature has one padding for both axes; an asymmetric padding (1×7 convolutions) is
+  // described by the padded input with pad 0, which gives the same output size and work.
+  bool sym = pad_h == pad_w;
+  int64_t sh = sym ? h : h + 2 * pad_h, sw = sym ? wd : wd + 2 * pad_w, sp = sym ? pad_h : 0;
+  auto sig = [=](KernelClass cls) { return KernelSignature::conv2d(cls, n, c, sh, sw, k, r, s, stride, sp); };
+  return b.emit1("Conv2D", sig(KernelClass::kConv2D), {x, w}, {n, ho, wo, k}, [sig](Impl& bb, Impl::GradCtx& g) {
+    if (bb.needs(g, 0))
+      bb.give(g, 0, bb.emit1("Conv2DBackpropInput", sig(KernelClass::kConv2DBackpropInput), {bb.in(g, 1), bb.dy(g)},
+                             bb.shp(bb.in(g, 0))));
+    if (bb.needs(g, 1))
+      bb.give(g, 1, bb.emit1("Conv2DBackpropFilter", sig(KernelClass::kConv2DBackpropFilter), {bb.in(g, 0), bb.dy(g)},
+                             bb.shp(bb.in(g, 1))));
+  });
+}
+
+Value TrainingGraphBuilder::matmul(Value a, Value bv, bool transpose_b) {
+  Impl& b = *impl_;
+  const Shape sa = b.shp(a), sb = b.shp(bv);
+  PLACELAB_CHECK(sa.size() >= 2 && sb.size() >= 2) << "matmul of " << shape_text(sa) << " and " << shape_text(sb);
+  int64_t k = sa.back();
+  int64_t kb = transpose_b ? sb[sb.size() - 1] : sb[sb.size() - 2];
+  int64_t n = transpose_b ? sb[sb.size() - 2] : sb[sb.size() - 1];
+  PLACELAB_CHECK(k == kb) << "matmul inner dimensions of " << shape_text(sa) << " and " << shape_text(sb);
+  Shape out = sa;
+  out.back() = n;
+  if (sb.size() == 2) {
+    int64_t m = num_elements(sa) / k;
+    return b.emit1("MatMul", KernelSignature::gemm(m, n, k), {a, bv}, out, [m, n, k, transpose_b](Impl& bb, Impl::GradCtx& g) {
+      if (bb.needs(g, 0))
+        bb.give(g, 0, bb.emit1("MatMul", KernelSignature::gemm(m, k, n), {bb.dy(g), bb.in(g, 1)}, bb.shp(bb.in(g, 0))));
+      if (bb.needs(g, 1))
+        bb.give(g, 1, bb.emit1("MatMul", transpose_b ? KernelSignature::gemm(n, k, m) : KernelSignature::gemm(k, n, m),
+                               {bb.in(g, 0), bb.dy(g)}, bb.shp(bb.in(g, 1))));
+    });
+  }
+  PLACELAB_CHECK(sa.size() == sb.size() && std::equal(sa.begin(), sa.end() - 2, sb.begin()))
+      << "batched matmul of " << shape_text(sa) << " and " << shape_text(sb);
+  int64_t m = sa[sa.size() - 2];
+  int64_t batch = num_elements(sa) / (m * k);
+  return b.emit1("BatchMatMul", KernelSignature::gemm(m, n, k, batch), {a, bv}, out,
+                 [m, n, k, batch, transpose_b](Impl& bb, Impl::GradCtx& g) {
+                   if (bb.needs(g, 0))
+                     bb.give(g, 0, bb.emit1("BatchMatMul", KernelSignature::gemm(m, k, n, batch), {bb.dy(g), bb.in(g, 1)},
+                                            bb.shp(bb.in(g, 0))));
+                   if (bb.needs(g, 1))
+                     bb.give(g, 1, bb.emit1("BatchMatMul",
+                                            transpose_b ? KernelSignature::gemm(n, k, m, batch)
+                                                        : KernelSignature::gemm(k, n, m, batch),
+                                            {bb.in(g, 0), bb.dy(g)}, bb.shp(bb.in(g, 1))));
+                 });
+}
+
+Value TrainingGraphBuilder::bias_add(Value x, Value bias) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  PLACELAB_CHECK(b.shp(bias) == Shape{xs.back()}) << "bias " << shape_text(b.shp(bias)) << " for " << shape_text(xs);
+  int64_t e = b.elems(x), c = xs.back();
+  return b.emit1("BiasAdd", Impl::ew(e, 2), {x, bias}, xs, [e, c](Impl& bb, Impl::GradCtx& g) {
+    if (bb.needs(g, 0)) bb.give(g, 0, bb.dy(g));
+    bb.give(g, 1, bb.emit1("BiasAddGrad", KernelSignature::reduction(e, c), {bb.dy(g)}, Shape{c}));
+  });
+}
+
+Value TrainingGraphBuilder::batch_norm(Value x, bool scale) { return impl_->batch_norm(x, scale); }
+Value TrainingGraphBuilder::layer_norm(Value x) { return impl_->layer_norm(x); }
+Value TrainingGraphBuilder::relu(Value x) { return impl_->unary("Relu", x, "ReluGrad", true); }
+Value TrainingGraphBuilder::sigmoid(Value x) { return impl_->unary("Sigmoid", x, "SigmoidGrad", true); }
+Value TrainingGraphBuilder::tanh(Value x) { return impl_->unary("Tanh", x, "TanhGrad", true); }
+Value TrainingGraphBuilder::rsqrt(Value x) { return impl_->unary("Rsqrt", x, "RsqrtGrad", true); }
+Value TrainingGraphBuilder::add(Value a, Value b) { return impl_->binary(Impl::Bin::kAdd, a, b); }
+Value TrainingGraphBuilder::sub(Value a, Value b) { return impl_->binary(Impl::Bin::kSub, a, b); }
+Value TrainingGraphBuilder::mul(Value a, Value b) { return impl_->binary(Impl::Bin::kMul, a, b); }
+Value TrainingGraphBuilder::squared_difference(Value a, Value b) { return impl_->binary(Impl::Bin::kSqDiff, a, b); }
+
+Value TrainingGraphBuilder::scale(Value x, double /*factor*/) {
+  Impl& b = *impl_;
+  int64_t e = b.elems(x);
+  return b.emit1("Mul", Impl::ew(e, 1), {x}, b.shp(x), [e](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("Mul", Impl::ew(e, 1), {bb.dy(g)}, bb.shp(bb.dy(g))));
+  });
+}
+Value TrainingGraphBuilder::add_constant(Value x, double /*c*/) { return impl_->add_const(x); }
+Value TrainingGraphBuilder::pow(Value x, double /*exponent*/) {
+  Impl& b = *impl_;
+  int64_t e = b.elems(x);
+  return b.emit1("Pow", Impl::ew(e, 1), {x}, b.shp(x), [e](Impl& bb, Impl::GradCtx& g) {
+    // d(x^p) = p · x^(p-1) · dy
+    Shape s = bb.shp(bb.in(g, 0));
+    Value p1 = bb.emit1("Pow", Impl::ew(e, 1), {bb.in(g, 0)}, s);
+    Value scaled = bb.emit1("mul", Impl::ew(e, 1), {p1}, s);
+    bb.give(g, 0, bb.emit1("mul", Impl::ew(e, 2), {bb.dy(g), scaled}, s));
+  });
+}
+Value TrainingGraphBuilder::stop_gradient(Value x) {
+  Impl& b = *impl_;
+  Value y = b.emit1("StopGradient", KernelSignature::noop(), {x}, b.shp(x));
+  b.values[y.id].requires_grad = false;
+  b.nodes[b.values[y.id].node].grad = {};
+  return y;
+}
+Value TrainingGraphBuilder::add_n(const std::vector<Value>& vs) {
+  Impl& b = *impl_;
+  PLACELAB_CHECK(!vs.empty()) << "add_n of nothing";
+  for (Value v : vs) PLACELAB_CHECK(b.shp(v) == b.shp(vs[0])) << "add_n shapes differ";
+  if (vs.size() == 1) return vs[0];
+  int64_t e = b.elems(vs[0]);
+  return b.emit1("AddN", Impl::ew(e, static_cast<int64_t>(vs.size())), vs, b.shp(vs[0]),
+                 [n = vs.size()](Impl& bb, Impl::GradCtx& g) {
+                   for (std::size_t i = 0; i < n; ++i)
+                     if (bb.needs(g, i)) bb.give(g, i, bb.dy(g));
+                 });
+}
+Value TrainingGraphBuilder::reduce_mean(Value x, const std::vector<int>& axes, bool keep_dims) {
+  return impl_->reduce(true, x, axes, keep_dims);
+}
+Value TrainingGraphBuilder::reduce_sum(Value x, const std::vector<int>& axes, bool keep_dims) {
+  return impl_->reduce(false, x, axes, keep_dims);
+}
+
+Value TrainingGraphBuilder::softmax(Value x) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  int64_t cols = xs.back(), e = b.elems(x), rows = e / cols;
+  return b.emit1("Softmax", KernelSignature::softmax(rows, cols), {x}, xs, [e, rows](Impl& bb, Impl::GradCtx& g) {
+    // TF's _SoftmaxGrad: (dy - sum(dy · y, -1)) · y
+    Shape s = bb.shp(bb.out(g));
+    Shape r = s;
+    r.back() = 1;
+    Value prod = bb.emit1("mul", Impl::ew(e, 2), {bb.dy(g), bb.out(g)}, s);
+    Value sum = bb.emit1("Sum", KernelSignature::reduction(e, rows), {prod}, r);
+    Value diff = bb.emit1("sub", Impl::ew(e, 2), {bb.dy(g), sum}, s);
+    bb.give(g, 0, bb.emit1("mul", Impl::ew(e, 2), {diff, bb.out(g)}, s));
+  });
+}
+
+Value TrainingGraphBuilder::concat(const std::vector<Value>& vs, int axis) {
+  Impl& b = *impl_;
+  PLACELAB_CHECK(!vs.empty()) << "concat of nothing";
+  Shape out = b.shp(vs[0]);
+  auto ax = static_cast<std::size_t>(axis < 0 ? axis + static_cast<int>(out.size()) : axis);
+  PLACELAB_CHECK(ax < out.size()) << "concat axis " << axis;
+  out[ax] = 0;
+  int64_t bytes = 0;
+  for (Value v : vs) {
+    Shape s = b.shp(v);
+    PLACELAB_CHECK(s.size() == out.size()) << "concat ranks differ";
+    out[ax] += s[ax];
+    bytes += b.val(v).bytes;
+  }
+  if (vs.size() == 1) return vs[0];
+  return b.emit1("ConcatV2", KernelSignature::copy(bytes), vs, out, [n = vs.size()](Impl& bb, Impl::GradCtx& g) {
+    bb.emit("ConcatOffset", "ConcatOffset", KernelSignature::noop(), {}, {Shape{static_cast<int64_t>(n)}});
+    for (std::size_t i = 0; i < n; ++i)
+      if (bb.needs(g, i)) {
+        const Shape& s = bb.shp(bb.in(g, i));
+        bb.give(g, i, bb.emit1("Slice", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g)}, s));
+      }
+  });
+}
+
+std::vector<Value> TrainingGraphBuilder::split(Value x, int axis, int parts) {
+  Impl& b = *impl_;
+  Shape part = b.shp(x);
+  auto ax = static_cast<std::size_t>(axis < 0 ? axis + static_cast<int>(part.size()) : axis);
+  PLACELAB_CHECK(ax < part.size() && parts > 0 && part[ax] % parts == 0) << "split of " << shape_text(part);
+  part[ax] /= parts;
+  int64_t bytes = b.val(x).bytes;
+  return b.emit("Split", "split", KernelSignature::copy(bytes), {x}, std::vector<Shape>(static_cast<std::size_t>(parts), part),
+                [bytes](Impl& bb, Impl::GradCtx& g) {
+                  // TF's _SplitGrad concatenates the output gradients, zeros for the missing ones.
+                  std::vector<Value> parts_grad;
+                  for (std::size_t i = 0; i < g.dy.size(); ++i) {
+                    if (g.dy[i] != UINT32_MAX) {
+                      parts_grad.push_back({g.dy[i]});
+                    } else {
+                      const Shape& s = bb.shp(bb.out(g, i));
+                      parts_grad.push_back(bb.emit1("zeros_like", Impl::ew(num_elements(s), 1), {bb.out(g, i)}, s));
+                    }
+                  }
+                  bb.give(g, 0, bb.emit1("concat", KernelSignature::copy(bytes), parts_grad, bb.shp(bb.in(g, 0))));
+                });
+}
+
+Value TrainingGraphBuilder::reshape(Value x, const Shape& shape) {
+  Impl& b = *impl_;
+  PLACELAB_CHECK(num_elements(shape) == b.elems(x)) << "reshape " << shape_text(b.shp(x)) << " to " << shape_text(shape);
+  return b.emit1("Reshape", KernelSignature::noop(), {x}, shape, [](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("Reshape", KernelSignature::noop(), {bb.dy(g)}, bb.shp(bb.in(g, 0))));
+  });
+}
+
+Value TrainingGraphBuilder::transpose(Value x, const std::vector<int>& perm) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  PLACELAB_CHECK(perm.size() == xs.size()) << "transpose rank";
+  Shape out;
+  for (int p : perm) out.push_back(xs[static_cast<std::size_t>(p)]);
+  int64_t bytes = b.val(x).bytes;
+  return b.emit1("Transpose", KernelSignature::copy(bytes), {x}, out, [bytes](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("Transpose", KernelSignature::copy(bytes), {bb.dy(g)}, bb.shp(bb.in(g, 0))));
+  });
+}
+
+namespace {
+Shape pool_shape(const Shape& xs, int64_t k, int64_t stride, int64_t pad) {
+  PLACELAB_CHECK(xs.size() == 4) << "pooling of " << shape_text(xs);
+  return {xs[0], (xs[1] + 2 * pad - k) / stride + 1, (xs[2] + 2 * pad - k) / stride + 1, xs[3]};
+}
+}  // namespace
+
+Value TrainingGraphBuilder::max_pool(Value x, int64_t k, int64_t stride, int64_t pad) {
+  Impl& b = *impl_;
+  Shape out = pool_shape(b.shp(x), k, stride, pad);
+  int64_t eo = num_elements(out), ei = b.elems(x);
+  return b.emit1("MaxPool", KernelSignature::reduction(eo * k * k, eo), {x}, out, [ei](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("MaxPoolGrad", Impl::ew(ei, 3), {bb.in(g, 0), bb.out(g), bb.dy(g)}, bb.shp(bb.in(g, 0))));
+  });
+}
+Value TrainingGraphBuilder::avg_pool(Value x, int64_t k, int64_t stride, int64_t pad) {
+  Impl& b = *impl_;
+  Shape out = pool_shape(b.shp(x), k, stride, pad);
+  int64_t eo = num_elements(out), ei = b.elems(x);
+  return b.emit1("AvgPool", KernelSignature::reduction(eo * k * k, eo), {x}, out, [ei](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("AvgPoolGrad", Impl::ew(ei, 1), {bb.dy(g)}, bb.shp(bb.in(g, 0))));
+  });
+}
+Value TrainingGraphBuilder::lrn(Value x, int64_t depth_radius) {
+  Impl& b = *impl_;
+  int64_t e = b.elems(x), window = 2 * depth_radius + 1;
+  return b.emit1("LRN", Impl::ew(e, window), {x}, b.shp(x), [e, window](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("LRNGrad", Impl::ew(e, window + 2), {bb.dy(g), bb.in(g, 0), bb.out(g)}, bb.shp(bb.in(g, 0))));
+  });
+}
+
+Value TrainingGraphBuilder::gather(Value table, Value ids) {
+  Impl& b = *impl_;
+  const Shape ts = b.shp(table);
+  int32_t var = b.val(table).var;
+  PLACELAB_CHECK(ts.size() == 2 && var >= 0) << "gather needs a variable table [rows, dim]";
+  b.vars[static_cast<std::size_t>(var)].sparse = true;
+  Shape out = b.shp(ids);
+  int64_t lookups = b.elems(ids);
+  out.push_back(ts[1]);
+  return b.emit1("GatherV2", KernelSignature::embedding(ts[0], ts[1], lookups), {table, ids}, out,
+                 [lookups, dim = ts[1]](Impl& bb, Impl::GradCtx& g) {
+                   // IndexedSlices: the output gradient rows, applied sparsely to the table.
+                   bb.give(g, 0, bb.emit1("Reshape", KernelSignature::noop(), {bb.dy(g)}, Shape{lookups, dim}));
+                 });
+}
+
+Value TrainingGraphBuilder::softmax_cross_entropy(Value logits, Value labels) {
+  Impl& b = *impl_;
+  const Shape ls = b.shp(logits);
+  PLACELAB_CHECK(ls.size() == 2 && b.shp(labels) == Shape{ls[0]})
+      << "cross-entropy of logits " << shape_text(ls) << " and labels " << shape_text(b.shp(labels));
+  int64_t n = ls[0], c = ls[1];
+  std::vector<Value> outs =
+      b.emit("SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
+             KernelSignature::softmax(n, c), {logits, labels}, {Shape{n}, ls}, [n, c](Impl& bb, Impl::GradCtx& g) {
+               Value e = bb.emit1("ExpandDims", KernelSignature::noop(), {bb.dy(g)}, Shape{n, 1});
+               bb.give(g, 0, bb.emit1("mul", Impl::ew(n * c, 2), {e, bb.out(g, 1)}, Shape{n, c}));
+             });
+  return reduce_mean(outs[0], {0}, false);
+}
+
+TrainingGraphBuilder::LstmState TrainingGraphBuilder::lstm_cell(Value x, LstmState state, Value kernel, Value bias) {
+  Impl& b = *impl_;
+  int64_t batch = b.shp(x)[0];
+  int64_t units = b.shp(bias)[0] / 4;
+  Shape s{batch, units};
+  auto zeros = [&] { return b.emit1("zeros", Impl::ew(batch * units, 1), {}, s); };
+  Value h = state.h.valid() ? state.h : zeros();
+  Value c = state.c.valid() ? state.c : zeros();
+  Value z = dense(concat({x, h}, 1), kernel, bias);
+  std::vector<Value> ijfo = split(z, 1, 4);
+  Value new_c = add(mul(c, sigmoid(add_constant(ijfo[2], 1.0))), mul(sigmoid(ijfo[0]), tanh(ijfo[1])));
+  Value new_h = mul(tanh(new_c), sigmoid(ijfo[3]));
+  return {new_h, new_c};
+}
+
+void TrainingGraphBuilder::minimize(Value loss) {
+  Impl& b = *impl_;
+  PLACELAB_CHECK(b.loss == UINT32_MAX) << "minimize() called twice";
+  PLACELAB_CHECK(b.elems(loss) == 1) << "loss must be a scalar, got " << shape_text(b.shp(loss));
+  std::vector<Value> terms{loss};
+  for (uint32_t r : b.regularized) {
+    const Impl::ValueRec& v = b.values[r];
+    int64_t e = num_elements(v.shape);
+    b.overriding = true;
+    b.override_prefix = b.nodes[b.vars[static_cast<std::size_t>(v.var)].node].op.name + "/Regularizer";
+    b.override_block = b.nodes[v.node].block;
+    b.override_layer = b.nodes[v.node].op.layer;
+    b.override_colocation.clear();
+    Value l2 = b.emit1("L2Loss", KernelSignature::reduction(e, 1), {Value{r}}, Shape{}, [e](Impl& bb, Impl::GradCtx& g) {
+      bb.give(g, 0, bb.emit1("mul", Impl::ew(e, 2), {bb.in(g, 0), bb.dy(g)}, bb.shp(bb.in(g, 0))));
+    });
+    terms.push_back(scale(l2, b.options.weight_decay));
+    b.overriding = false;
+  }
+  if (terms.size() > 1) {
+    auto s = scope("total_loss");
+    loss = add_n(terms);
+  }
+  b.loss = loss.id;
+}
+
+const Shape& TrainingGraphBuilder::shape(Value v) const { return impl_->shp(v); }
+
+OpGraph TrainingGraphBuilder::finish() && {
+  Impl& b = *impl_;
+  PLACELAB_CHECK(!b.finished) << "finish() called twice";
+  b.backward();
+  b.finished = true;
+  OpGraph g = b.to_graph();
+  if (b.options.granularity == Granularity::kLayer) g = b.to_layer_graph(g);
+  b.nodes.clear();
+  b.values.clear();
+  return g;
+}
+
+BuildStats TrainingGraphBuilder::stats() const { return impl_->build_stats; }
+
+}  // namespace placelab::models

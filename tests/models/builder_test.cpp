@@ -1,0 +1,108 @@
+#include "placelab/models/builder.h"
+
+#include <gtest/gtest.h>
+
+#include "placelab/graph/error.h"
+
+namespace placelab::models {
+namespace {
+
+// A two-layer perceptron: x [8,4] · w1 [4,16] → relu → · w2 [16,3] → cross-entropy.
+OpGraph mlp(BuilderOptions options) {
+  TrainingGraphBuilder b(options);
+  auto in = b.input_pipeline({{8, 4}, {8}});
+  Value h;
+  {
+    auto l = b.layer("fc1", 0);
+    h = b.relu(b.dense(in[0], b.variable("weights", {4, 16}), b.variable("biases", {16})));
+  }
+  Value logits;
+  {
+    auto l = b.layer("fc2", 1);
+    logits = b.dense(h, b.variable("weights", {16, 3}), b.variable("biases", {3}));
+  }
+  b.minimize(b.softmax_cross_entropy(logits, in[1]));
+  return std::move(b).finish();
+}
+
+const Op& op_named(const OpGraph& g, std::string_view name) {
+  auto id = g.find(name);
+  if (!id) throw Error("no op " + std::string(name));
+  return g.op(*id);
+}
+
+TEST(TrainingGraphBuilder, SynthesisesSeparateInputAndWeightGradients) {
+  OpGraph g = mlp({.optimizer = Optimizer::kAdam});
+  // fc2's weight gradient is aᵀ·dy: gemm{m=16, n=3, k=8}; its input gradient dy·wᵀ: {8, 16, 3}.
+  const Op& dw = op_named(g, "gradients/fc2/MatMul_grad/MatMul_1");
+  EXPECT_EQ(dw.kernel, KernelSignature::gemm(16, 3, 8));
+  EXPECT_EQ(dw.phase, Phase::kBackward);
+  EXPECT_EQ(dw.layer, 1);
+  const Op& dx = op_named(g, "gradients/fc2/MatMul_grad/MatMul");
+  EXPECT_EQ(dx.kernel, KernelSignature::gemm(8, 16, 3));
+  // fc1's input is data: only its weight gradient is computed.
+  EXPECT_EQ(op_named(g, "gradients/fc1/MatMul_grad/MatMul").kernel, KernelSignature::gemm(4, 16, 8));
+  int fc1_grads = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).name.starts_with("gradients/fc1/MatMul_grad/")) ++fc1_grads;
+  EXPECT_EQ(fc1_grads, 1);
+  // The weight gradient reads the forward activation (relu output) it needs.
+  bool reads_relu = false;
+  g.for_each_in_edge(*g.find("gradients/fc2/MatMul_grad/MatMul_1"),
+                     [&](OpId src, const Tensor& t) { reads_relu |= g.op(src).name == "fc1/Relu" && t.bytes == 8 * 16 * 4; });
+  EXPECT_TRUE(reads_relu);
+}
+
+TEST(TrainingGraphBuilder, UpdatesHoldSlotMemoryAndAreColocatedWithTheirVariable) {
+  OpGraph g = mlp({.optimizer = Optimizer::kAdam});
+  const Op& var = op_named(g, "fc1/weights");
+  const Op& read = op_named(g, "fc1/weights/read");
+  const Op& apply = op_named(g, "Adam/update_fc1/weights/ApplyAdam");
+  EXPECT_EQ(var.persistent_bytes, 4 * 16 * 4);
+  EXPECT_EQ(apply.persistent_bytes, 2 * 4 * 16 * 4);  // m and v
+  EXPECT_EQ(apply.phase, Phase::kUpdate);
+  EXPECT_EQ(var.colocation, "fc1/weights");
+  EXPECT_EQ(read.colocation, var.colocation);
+  EXPECT_EQ(apply.colocation, var.colocation);
+  OpGraph sgd = mlp({.optimizer = Optimizer::kSgd});
+  EXPECT_EQ(op_named(sgd, "GradientDescent/update_fc1/weights/ApplyGradientDescent").persistent_bytes, 0);
+  EXPECT_TRUE(op_named(g, "input/IteratorGetNext").cpu_only);
+}
+
+TEST(TrainingGraphBuilder, EveryOpFlopsMatchItsKernelAndTheGraphIsAcyclic) {
+  OpGraph g = mlp({});
+  for (OpId v = 0; v < g.num_ops(); ++v) EXPECT_DOUBLE_EQ(g.op(v).flops, kernel_flops(g.op(v).kernel)) << g.op(v).name;
+  EXPECT_NO_THROW(g.topological_order());
+}
+
+TEST(TrainingGraphBuilder, LayerGranularityHasOneOpPerLayerAndPhase) {
+  OpGraph ops = mlp({.optimizer = Optimizer::kMomentum});
+  OpGraph layers = mlp({.granularity = Granularity::kLayer, .optimizer = Optimizer::kMomentum});
+  EXPECT_TRUE(layers.find("fc1/forward"));
+  EXPECT_TRUE(layers.find("fc1/backward"));
+  EXPECT_TRUE(layers.find("fc2/update"));
+  EXPECT_LT(layers.num_ops(), ops.num_ops() / 2);
+  EXPECT_NEAR(layers.total_flops(), ops.total_flops(), 1e-6 * ops.total_flops());
+  EXPECT_EQ(layers.total_persistent_bytes(), ops.total_persistent_bytes());
+  EXPECT_NO_THROW(layers.topological_order());
+}
+
+TEST(TrainingGraphBuilder, SharedWeightsAccumulateGradientsWithAddN) {
+  TrainingGraphBuilder b;
+  auto in = b.input_pipeline({{2, 3}, {2}});
+  Value w = b.variable("w", {3, 3});
+  Value x = b.matmul(b.matmul(in[0], w), w);
+  b.minimize(b.softmax_cross_entropy(x, in[1]));
+  OpGraph g = std::move(b).finish();
+  EXPECT_EQ(op_named(g, "gradients/AddN").kernel, KernelSignature::elementwise(9, 2));
+}
+
+TEST(TrainingGraphBuilder, ShapeErrorsAreReported) {
+  TrainingGraphBuilder b;
+  auto in = b.input_pipeline({{2, 3}});
+  Value w = b.variable("w", {4, 3});
+  EXPECT_THROW(b.matmul(in[0], w), Error);
+}
+
+}  // namespace
+}  // namespace placelab::models
