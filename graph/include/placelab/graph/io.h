@@ -2,8 +2,14 @@
 // written so that reading them back gives the same graph. Every InputError names the file, the
 // line, the field (as a JSON pointer) and the rule, e.g.
 //   g.json:12: /ops/3/output_bytes = -4: must be >= 0
+//
+//   OpGraph g = read_graph_json("scenarios/graphs/quickstart.json");
+//   std::ostringstream out;
+//   write_graph_json(g, out, "quickstart");
+//   write_file_atomically("results/graph.json", out.str());
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <iosfwd>
 #include <span>
@@ -15,27 +21,45 @@
 
 namespace placelab {
 
+// Limits the reader enforces (docs/formats.md): sizes in bytes and kernel dimensions are at most
+// 2^50 (1 PiB), an op's flops at most 1e18; larger values are taken for unit mistakes.
+inline constexpr int64_t kMaxGraphBytes = int64_t{1} << 50;
+inline constexpr double kMaxOpFlops = 1e18;
+
 // Parses a graph from JSON text; `origin` names the source in messages (a path, "<stdin>").
-// Rejects malformed JSON, unknown or missing fields, unknown kernel classes or phases, negative
-// or absurd sizes, duplicate op names, edges to unknown ops and cycles (naming the ops on it).
-OpGraph parse_graph_json(std::string_view text, std::string_view origin);
-// Reads a graph file; throws InputError when it cannot be opened or is invalid.
-OpGraph read_graph_json(const std::filesystem::path& path);
-// Writes `graph` as JSON (stable key order, one op per line) to `out`.
-void write_graph_json(const OpGraph& graph, std::ostream& out);
+// Rejects malformed JSON, repeated keys, unknown or missing fields, wrong types, unknown kernel
+// classes or phases, negative, non-finite or absurd numbers, duplicate op names, edges to unknown
+// ops, self loops, and cycles (naming the ops on it) with an InputError. Ops get dense ids in file
+// order and edges are added in file order. When `name` is not null it receives the graph's
+// "name" ("" when absent).
+OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::string* name = nullptr);
+// Reads a graph file; throws InputError when it cannot be read or is invalid (origin = the path).
+OpGraph read_graph_json(const std::filesystem::path& path, std::string* name = nullptr);
+// Writes `graph` as JSON to `out`: every field of every op (defaults included) in a fixed key
+// order, one op per line, ops in id order and edges in insertion order, numbers in their shortest
+// exact form. The output is a function of the graph and `name` only, and parse_graph_json reads
+// it back to an identical graph. Throws Error, naming the op, for a value JSON cannot carry (a
+// non-finite number, a string that is not UTF-8).
+void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name = {});
 
 // Parses a placement: {"placement": {"<op name>": "<device name>", ...}} naming every op, or
-// {"devices": ["<device name>", ...]} in op-id order. `device_names` are the machine's.
+// {"devices": ["<device name>", ...]} in op-id order (optionally with "format":
+// "placelab-placement" and "version": 1). `device_names` are the machine's, indexed by DeviceId.
+// Throws InputError naming the op or device at fault: an unknown op, an op the map lacks, an
+// unknown device (listing the valid ones), a list of the wrong length.
 Placement parse_placement_json(std::string_view text, std::string_view origin, const OpGraph& graph,
                                std::span<const std::string> device_names);
 Placement read_placement_json(const std::filesystem::path& path, const OpGraph& graph,
                               std::span<const std::string> device_names);
-// Writes the {"placement": {...}} form.
+// Writes the {"placement": {...}} form, one op per line in id order. Throws InputError when
+// `placement` does not fit the graph and the devices (check_placement).
 void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placement,
                           std::span<const std::string> device_names, std::ostream& out);
 
-// Writes `text` to `path` atomically (temporary file in the same folder, then rename), so that a
-// crash never leaves a half-written output. Throws Error when it cannot.
+// Writes `text` to `path` atomically: a temporary file in the same folder is written, flushed to
+// disk and renamed over `path`, so that readers and crashes see the old file or the new one,
+// never a half-written one. On failure the temporary file is removed, `path` is left as it was,
+// and Error names the path and the system's reason.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace placelab
