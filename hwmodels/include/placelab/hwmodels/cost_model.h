@@ -42,17 +42,29 @@ struct ClassEfficiency {
 
 // Roofline: time = launch_overhead + max(flops / (peak · eff.compute), bytes / (bw · eff.memory)).
 // flops and bytes come from the op (Op::flops, Op::bytes_accessed), falling back to the kernel
-// signature when the op leaves them 0.
+// signature (kernel_flops / kernel_bytes) when the op leaves them 0. A noop kernel costs the
+// launch overhead only. The default efficiencies and their sources are in docs/machines.md.
+//
+//   AnalyticCostModel cost(machine);              // defaults; or pass edited Options
+//   double t = cost.op_time_s(graph.op(id), 1);   // seconds on machine.devices[1]
 class AnalyticCostModel : public CostModel {
  public:
   struct Options {
-    // Indexed by KernelClass; [0] = CPU, [1] = GPU.
+    // Indexed [kind][class]: kind 0 = CPU, 1 = GPU (efficiency_index(DeviceKind)); class by
+    // static_cast<int>(KernelClass). Every value must lie in (0, 1].
     std::array<std::array<ClassEfficiency, kNumKernelClasses>, 2> efficiency;
     Options();  // sensible defaults per class (documented in docs/machines.md)
+    // Throws InputError "efficiency[gpu][gemm].compute = 1.5: must be in (0, 1]".
+    void validate() const;
   };
+  static constexpr int efficiency_index(DeviceKind kind) { return kind == DeviceKind::kCpu ? 0 : 1; }
+
+  // Validates `options` (InputError). `machine` must be finalised and outlive the model.
   explicit AnalyticCostModel(const Machine& machine, Options options = {});
+  // Requires device < machine().num_devices().
   double op_time_s(const Op& op, DeviceId device) const override;
   std::string describe() const override { return "analytic roofline"; }
+  const Options& options() const { return options_; }
 
  private:
   Options options_;

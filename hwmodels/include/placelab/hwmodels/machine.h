@@ -1,6 +1,7 @@
 // A machine: compute devices, the links between them (with intermediate switch nodes such as a
 // K80 board's PCIe switch or a host root complex), and the routes transfers take. Routes are
-// shortest paths over the link graph, computed once when the machine is finalised.
+// fastest paths over the link graph (GPUs and CPUs never relay traffic; switches do), computed
+// once when the machine is finalised.
 //
 //   Machine m;  m.name = "toy";
 //   m.devices = {{.name = "cpu:0", .kind = DeviceKind::kCpu, ...}, {.name = "gpu:0", ...}};
@@ -15,9 +16,22 @@
 #include <string_view>
 #include <vector>
 
+#include "placelab/graph/error.h"
 #include "placelab/graph/placement.h"
 
 namespace placelab {
+
+// What Machine::finalize throws: `field` is the path of the offending entry in the machine's
+// YAML form ("devices[2].memory_bytes", "links[3].a", "devices[4]"), so a loader can point at
+// the line that holds it. what() is "field = value: rule" (or "field: rule" without a value).
+class MachineError : public Error {
+ public:
+  MachineError(std::string field, std::string value, std::string rule);
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
 
 enum class DeviceKind : uint8_t { kCpu, kGpu };
 std::string_view device_kind_name(DeviceKind kind);  // "cpu", "gpu"
@@ -67,14 +81,17 @@ struct Machine {
   std::vector<std::string> switches;  // intermediate nodes that compute nothing
   std::vector<Link> links;
 
-  // Validates names, values and connectivity and computes all device-to-device routes (fewest
-  // hops, then lowest latency, then highest bottleneck bandwidth). Throws Error with the field
-  // at fault. Must be called after any change and before route().
+  // Validates names, values and connectivity and computes all device-to-device routes. A route
+  // minimises the time of a 1 MiB reference transfer, Σ latency + bytes / bottleneck bandwidth
+  // (the simulator's transfer model); ties go to fewer hops. Only switches and the source device
+  // forward traffic: a path never passes through another device. Throws MachineError naming the
+  // entry at fault (a value out of range, an unknown link endpoint, a device no route reaches).
+  // Must be called after any change and before route().
   void finalize();
 
   std::size_t num_devices() const { return devices.size(); }
   std::optional<DeviceId> find_device(std::string_view name) const;
-  // The route from src to dst (src ≠ dst). Requires finalize().
+  // The route from src to dst (src ≠ dst). Requires finalize() after the last change.
   const Route& route(DeviceId src, DeviceId dst) const;
   // Number of directed link resources (2 × links.size()).
   std::size_t num_link_directions() const { return 2 * links.size(); }

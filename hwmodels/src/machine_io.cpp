@@ -1,0 +1,365 @@
+#include "placelab/hwmodels/machine_io.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "placelab/graph/error.h"
+#include "presets.h"
+
+namespace placelab {
+namespace {
+
+// What a numeric field measures; decides which unit suffixes it accepts (docs/machines.md).
+enum class Quantity { kFlops, kBandwidth, kBytes, kSeconds };
+
+struct Unit {
+  std::string_view suffix;
+  double factor;
+};
+
+// Decimal (10^3) and binary (2^10) byte prefixes, shared by bytes and bytes/s.
+constexpr Unit kByteUnits[] = {
+    {"B", 1},        {"kB", 1e3},  {"KB", 1e3},  {"MB", 1e6},  {"GB", 1e9},  {"TB", 1e12},
+    {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40},
+};
+constexpr Unit kFlopUnits[] = {
+    {"FLOP/s", 1},     {"kFLOP/s", 1e3},  {"MFLOP/s", 1e6},  {"GFLOP/s", 1e9},  {"TFLOP/s", 1e12},
+    {"PFLOP/s", 1e15}, {"FLOPS", 1},      {"GFLOPS", 1e9},   {"TFLOPS", 1e12}, {"PFLOPS", 1e15},
+};
+constexpr Unit kTimeUnits[] = {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"µs", 1e-6}, {"ns", 1e-9}};
+
+std::string_view quantity_example(Quantity q) {
+  switch (q) {
+    case Quantity::kFlops: return "a number of FLOP/s, e.g. 4.37e12 or \"4.37 TFLOP/s\"";
+    case Quantity::kBandwidth: return "a number of bytes/s, e.g. 11.3e9 or \"11.3 GB/s\"";
+    case Quantity::kBytes: return "a number of bytes, e.g. 12884901888 or \"12 GiB\"";
+    case Quantity::kSeconds: return "a number of seconds, e.g. 5e-6 or \"5 us\"";
+  }
+  return "a number";
+}
+
+// Parses all of `text` as a decimal floating-point number.
+std::optional<double> parse_double(std::string_view text) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// "<number>" or "<number>[spaces]<unit>" with a unit of quantity q; nullopt when malformed.
+std::optional<double> parse_quantity(std::string_view text, Quantity q) {
+  if (auto plain = parse_double(text)) return plain;
+  std::size_t end = text.find_last_of("0123456789.");
+  if (end == std::string_view::npos) return std::nullopt;
+  std::string_view number = text.substr(0, end + 1);
+  std::string_view unit = text.substr(end + 1);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  if (unit.empty()) return std::nullopt;
+  auto value = parse_double(number);
+  if (!value) return std::nullopt;
+  auto lookup = [&](std::span<const Unit> units, std::string_view suffix) -> std::optional<double> {
+    for (const Unit& u : units)
+      if (u.suffix == suffix) return *value * u.factor;
+    return std::nullopt;
+  };
+  switch (q) {
+    case Quantity::kFlops: return lookup(kFlopUnits, unit);
+    case Quantity::kSeconds: return lookup(kTimeUnits, unit);
+    case Quantity::kBytes: return lookup(kByteUnits, unit);
+    case Quantity::kBandwidth:
+      if (unit.size() < 2 || unit.substr(unit.size() - 2) != "/s") return std::nullopt;
+      return lookup(kByteUnits, unit.substr(0, unit.size() - 2));
+  }
+  return std::nullopt;
+}
+
+std::string describe_node(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: return node.Scalar();
+    case YAML::NodeType::Sequence: return "<a sequence>";
+    case YAML::NodeType::Map: return "<a mapping>";
+    case YAML::NodeType::Null: return "<empty>";
+    case YAML::NodeType::Undefined: return "<missing>";
+  }
+  return "<?>";
+}
+
+std::string join(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// Reads one machine document, remembering the line of every entry and field so that errors
+// found later (by Machine::finalize) can point at the line too.
+class MachineReader {
+ public:
+  explicit MachineReader(std::string_view origin) : origin_(origin) {}
+
+  Machine read(std::string_view text) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+      int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+      throw InputError(origin_ + ":" + std::to_string(line) + ": YAML syntax error: " + e.msg);
+    }
+    try {
+      return read_root(root);
+    } catch (const YAML::Exception& e) {
+      // yaml-cpp's own errors (e.g. an alias to nowhere) still get a line.
+      int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+      throw InputError(origin_ + ":" + std::to_string(line) + ": " + e.msg);
+    }
+  }
+
+ private:
+  static constexpr std::string_view kRootKeys[] = {"name", "description", "devices", "switches", "links"};
+  static constexpr std::string_view kDeviceKeys[] = {
+      "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s"};
+  static constexpr std::string_view kLinkKeys[] = {"a",         "b",         "kind", "bandwidth_Bps",
+                                                   "latency_s", "reverse_bandwidth_Bps", "reverse_latency_s"};
+
+  int line_of(const YAML::Node& node, int fallback) const {
+    if (!node.IsDefined()) return fallback;
+    const YAML::Mark mark = node.Mark();
+    return mark.is_null() || mark.line < 0 ? fallback : mark.line + 1;
+  }
+
+  [[noreturn]] void fail(int line, const std::string& field, const std::string& value, std::string_view rule) const {
+    throw InputError(origin_ + ":" + std::to_string(line) + ": " + field + (value.empty() ? "" : " = " + value) +
+                     ": " + std::string(rule));
+  }
+
+  // Checks that `node` is a mapping whose keys are all in `allowed` (each at most once) and that
+  // every key in `required` is present. Records the line of `path` and of each field.
+  void check_map(const YAML::Node& node, const std::string& path, int parent_line,
+                 std::span<const std::string_view> allowed, std::span<const std::string_view> required) {
+    int line = line_of(node, parent_line);
+    if (!node.IsMap())
+      fail(line, path.empty() ? "(document)" : path, describe_node(node),
+           "must be a mapping with keys " + join(allowed));
+    lines_[path] = line;
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      const YAML::Node& key = kv.first;
+      int key_line = line_of(key, line);
+      if (!key.IsScalar()) fail(key_line, path, describe_node(key), "keys must be plain names");
+      const std::string& name = key.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+        fail(key_line, field_path(path, name), "", "unknown key; allowed keys: " + join(allowed));
+      if (!seen.insert(name).second) fail(key_line, field_path(path, name), "", "duplicate key");
+      // An empty value's mark points at the next token, often the next line: use the key's.
+      lines_[field_path(path, name)] = kv.second.IsNull() ? key_line : line_of(kv.second, key_line);
+    }
+    for (std::string_view r : required)
+      if (!seen.count(std::string(r))) fail(line, field_path(path, r), "", "missing (required)");
+  }
+
+  std::string field_path(const std::string& path, std::string_view key) const {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+  int field_line(const std::string& path, std::string_view key) const {
+    auto it = lines_.find(field_path(path, key));
+    return it == lines_.end() ? 1 : it->second;
+  }
+
+  std::string read_string(const YAML::Node& map, const std::string& path, std::string_view key) {
+    const YAML::Node node = map[std::string(key)];
+    std::string field = field_path(path, key);
+    if (!node.IsScalar()) fail(field_line(path, key), field, describe_node(node), "must be a string");
+    return node.Scalar();
+  }
+
+  double read_quantity(const YAML::Node& map, const std::string& path, std::string_view key, Quantity q,
+                       bool allow_zero) {
+    const YAML::Node node = map[std::string(key)];
+    std::string field = field_path(path, key);
+    int line = field_line(path, key);
+    if (!node.IsScalar()) fail(line, field, describe_node(node), "must be " + std::string(quantity_example(q)));
+    auto value = parse_quantity(node.Scalar(), q);
+    if (!value) fail(line, field, node.Scalar(), "must be " + std::string(quantity_example(q)));
+    if (!std::isfinite(*value)) fail(line, field, node.Scalar(), "must be finite");
+    if (allow_zero ? *value < 0 : *value <= 0) fail(line, field, node.Scalar(), allow_zero ? "must be >= 0" : "must be > 0");
+    return *value;
+  }
+
+  Machine read_root(const YAML::Node& root) {
+    static constexpr std::string_view kRequired[] = {"name", "devices"};
+    check_map(root, "", 1, kRootKeys, kRequired);
+    Machine m;
+    m.name = read_string(root, "", "name");
+    if (m.name.empty()) fail(field_line("", "name"), "name", "", "must not be empty");
+    if (root["description"]) m.description = read_string(root, "", "description");
+
+    const YAML::Node devices = root["devices"];
+    if (!devices.IsSequence() || devices.size() == 0)
+      fail(field_line("", "devices"), "devices", describe_node(devices), "must be a non-empty sequence of devices");
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      m.devices.push_back(read_device(devices[i], "devices[" + std::to_string(i) + "]", field_line("", "devices")));
+
+    if (root["switches"]) {
+      const YAML::Node switches = root["switches"];
+      if (!switches.IsSequence())
+        fail(field_line("", "switches"), "switches", describe_node(switches), "must be a sequence of names");
+      for (std::size_t i = 0; i < switches.size(); ++i) {
+        std::string path = "switches[" + std::to_string(i) + "]";
+        int line = line_of(switches[i], field_line("", "switches"));
+        lines_[path] = line;
+        if (!switches[i].IsScalar()) fail(line, path, describe_node(switches[i]), "must be a name");
+        m.switches.push_back(switches[i].Scalar());
+      }
+    }
+
+    if (root["links"]) {
+      const YAML::Node links = root["links"];
+      if (!links.IsSequence())
+        fail(field_line("", "links"), "links", describe_node(links), "must be a sequence of links");
+      for (std::size_t i = 0; i < links.size(); ++i)
+        m.links.push_back(read_link(links[i], "links[" + std::to_string(i) + "]", field_line("", "links")));
+    }
+
+    try {
+      m.finalize();
+    } catch (const MachineError& e) {
+      fail_at_field(e);
+    }
+    return m;
+  }
+
+  // The line of a finalize() error's field: the field itself, else the closest enclosing entry.
+  [[noreturn]] void fail_at_field(const MachineError& e) const {
+    std::string path = e.field();
+    while (true) {
+      if (auto it = lines_.find(path); it != lines_.end())
+        throw InputError(origin_ + ":" + std::to_string(it->second) + ": " + e.what());
+      std::size_t cut = path.find_last_of(".[");
+      if (cut == std::string::npos || cut == 0) break;
+      path.resize(cut);
+    }
+    throw InputError(origin_ + ":1: " + e.what());
+  }
+
+  Device read_device(const YAML::Node& node, const std::string& path, int parent_line) {
+    static constexpr std::string_view kRequired[] = {
+        "name", "kind", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s"};
+    check_map(node, path, parent_line, kDeviceKeys, kRequired);
+    Device d;
+    d.name = read_string(node, path, "name");
+    std::string kind = read_string(node, path, "kind");
+    if (kind == "cpu") {
+      d.kind = DeviceKind::kCpu;
+    } else if (kind == "gpu") {
+      d.kind = DeviceKind::kGpu;
+    } else {
+      fail(field_line(path, "kind"), path + ".kind", kind, "must be cpu or gpu");
+    }
+    if (node["model"]) d.model = read_string(node, path, "model");
+    d.peak_flops = read_quantity(node, path, "peak_flops", Quantity::kFlops, false);
+    d.memory_bandwidth_Bps = read_quantity(node, path, "memory_bandwidth_Bps", Quantity::kBandwidth, false);
+    double bytes = read_quantity(node, path, "memory_bytes", Quantity::kBytes, false);
+    if (bytes > 0x1p62)
+      fail(field_line(path, "memory_bytes"), path + ".memory_bytes", node["memory_bytes"].Scalar(),
+           "must be < 2^62 bytes");
+    d.memory_bytes = std::llround(bytes);
+    const YAML::Node streams = node["streams"];
+    int streams_value = 0;
+    const std::string text = streams.IsScalar() ? streams.Scalar() : describe_node(streams);
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), streams_value);
+    if (!streams.IsScalar() || ec != std::errc() || ptr != text.data() + text.size() || streams_value < 1 ||
+        streams_value > 256)
+      fail(field_line(path, "streams"), path + ".streams", text, "must be an integer in 1..256");
+    d.streams = streams_value;
+    d.launch_overhead_s = read_quantity(node, path, "launch_overhead_s", Quantity::kSeconds, true);
+    return d;
+  }
+
+  Link read_link(const YAML::Node& node, const std::string& path, int parent_line) {
+    static constexpr std::string_view kRequired[] = {"a", "b", "kind", "bandwidth_Bps", "latency_s"};
+    check_map(node, path, parent_line, kLinkKeys, kRequired);
+    Link l;
+    l.a = read_string(node, path, "a");
+    l.b = read_string(node, path, "b");
+    std::string kind = read_string(node, path, "kind");
+    auto k = link_kind_from_name(kind);
+    if (!k) fail(field_line(path, "kind"), path + ".kind", kind, "must be one of pcie, nvlink, qpi, network, memory");
+    l.kind = *k;
+    l.bandwidth_Bps = read_quantity(node, path, "bandwidth_Bps", Quantity::kBandwidth, false);
+    l.latency_s = read_quantity(node, path, "latency_s", Quantity::kSeconds, true);
+    if (node["reverse_bandwidth_Bps"])
+      l.reverse_bandwidth_Bps = read_quantity(node, path, "reverse_bandwidth_Bps", Quantity::kBandwidth, false);
+    if (node["reverse_latency_s"])
+      l.reverse_latency_s = read_quantity(node, path, "reverse_latency_s", Quantity::kSeconds, true);
+    return l;
+  }
+
+  std::string origin_;
+  std::map<std::string, int> lines_;  // YAML path ("devices[2].memory_bytes") → 1-based line
+};
+
+std::string preset_list() {
+  std::string out;
+  for (const std::string& n : preset_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+const detail::PresetText* find_preset(std::string_view name) {
+  for (const detail::PresetText& p : detail::builtin_presets())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+Machine parse_machine_yaml(std::string_view text, std::string_view origin) {
+  return MachineReader(origin).read(text);
+}
+
+Machine read_machine_yaml(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot open machine file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path.string() + ": cannot read machine file");
+  return parse_machine_yaml(text.str(), path.string());
+}
+
+Machine load_machine(std::string_view name_or_path) {
+  const bool looks_like_path = ends_with(name_or_path, ".yaml") || ends_with(name_or_path, ".yml") ||
+                               name_or_path.find('/') != std::string_view::npos;
+  if (!looks_like_path) {
+    if (const detail::PresetText* p = find_preset(name_or_path))
+      return parse_machine_yaml(p->yaml, "hwmodels/presets/" + std::string(p->name) + ".yaml");
+  }
+  std::filesystem::path path{std::string(name_or_path)};
+  std::error_code ec;
+  if (looks_like_path || std::filesystem::is_regular_file(path, ec)) return read_machine_yaml(path);
+  throw InputError("machine = " + std::string(name_or_path) +
+                   ": not a preset or a machine file; presets: " + preset_list());
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const detail::PresetText& p : detail::builtin_presets()) names.emplace_back(p.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string_view preset_yaml(std::string_view name) {
+  if (const detail::PresetText* p = find_preset(name)) return p->yaml;
+  throw InputError("preset = " + std::string(name) + ": unknown machine preset; presets: " + preset_list());
+}
+
+}  // namespace placelab

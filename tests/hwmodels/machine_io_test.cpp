@@ -1,0 +1,253 @@
+#include "placelab/hwmodels/machine_io.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace placelab {
+namespace {
+
+// A valid machine; the tests below break one line at a time. Line numbers are in the comments.
+const char* const kToy =
+    "name: toy\n"                           // 1
+    "devices:\n"                            // 2
+    "  - name: cpu:0\n"                     // 3
+    "    kind: cpu\n"                       // 4
+    "    peak_flops: 1e11\n"                // 5
+    "    memory_bandwidth_Bps: 10 GB/s\n"   // 6
+    "    memory_bytes: 8 GiB\n"             // 7
+    "    streams: 2\n"                      // 8
+    "    launch_overhead_s: 3 us\n"         // 9
+    "  - name: gpu:0\n"                     // 10
+    "    kind: gpu\n"                       // 11
+    "    peak_flops: 4.37 TFLOP/s\n"        // 12
+    "    memory_bandwidth_Bps: 240e9\n"     // 13
+    "    memory_bytes: 12 GB\n"             // 14
+    "    streams: 1\n"                      // 15
+    "    launch_overhead_s: 5e-6\n"         // 16
+    "switches: [rc:0]\n"                    // 17
+    "links:\n"                              // 18
+    "  - a: cpu:0\n"                        // 19
+    "    b: rc:0\n"                         // 20
+    "    kind: memory\n"                    // 21
+    "    bandwidth_Bps: 50 GB/s\n"          // 22
+    "    latency_s: 0\n"                    // 23
+    "  - a: rc:0\n"                         // 24
+    "    b: gpu:0\n"                        // 25
+    "    kind: pcie\n"                      // 26
+    "    bandwidth_Bps: 11.3 GB/s\n"        // 27
+    "    latency_s: 5 us\n"                 // 28
+    "    reverse_bandwidth_Bps: 12 GB/s\n"; // 29
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+std::string text_of(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+// kToy with 1-based line `n` replaced by `replacement`.
+std::string with_line(int n, const std::string& replacement) {
+  auto lines = lines_of(kToy);
+  lines.at(static_cast<std::size_t>(n - 1)) = replacement;
+  return text_of(lines);
+}
+// kToy without lines first..last (1-based, inclusive).
+std::string without_lines(int first, int last) {
+  auto lines = lines_of(kToy);
+  lines.erase(lines.begin() + (first - 1), lines.begin() + last);
+  return text_of(lines);
+}
+
+std::string load_error(const std::string& text) {
+  try {
+    parse_machine_yaml(text, "t.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(MachineYaml, ParsesPlainNumbersAndHumanUnits) {
+  Machine m = parse_machine_yaml(kToy, "t.yaml");
+  EXPECT_EQ(m.name, "toy");
+  ASSERT_EQ(m.num_devices(), 2u);
+  const Device& c = m.devices[0];
+  EXPECT_EQ(c.kind, DeviceKind::kCpu);
+  EXPECT_DOUBLE_EQ(c.peak_flops, 1e11);
+  EXPECT_DOUBLE_EQ(c.memory_bandwidth_Bps, 10e9);
+  EXPECT_EQ(c.memory_bytes, int64_t{8} << 30);
+  EXPECT_EQ(c.streams, 2);
+  EXPECT_DOUBLE_EQ(c.launch_overhead_s, 3e-6);
+  const Device& g = m.devices[1];
+  EXPECT_EQ(g.kind, DeviceKind::kGpu);
+  EXPECT_DOUBLE_EQ(g.peak_flops, 4.37e12);
+  EXPECT_DOUBLE_EQ(g.memory_bandwidth_Bps, 240e9);
+  EXPECT_EQ(g.memory_bytes, 12'000'000'000);
+  EXPECT_DOUBLE_EQ(g.launch_overhead_s, 5e-6);
+  EXPECT_EQ(m.switches, std::vector<std::string>{"rc:0"});
+  ASSERT_EQ(m.links.size(), 2u);
+  EXPECT_EQ(m.links[0].kind, LinkKind::kMemory);
+  EXPECT_DOUBLE_EQ(m.links[1].bandwidth_Bps, 11.3e9);
+  EXPECT_DOUBLE_EQ(m.links[1].latency_s, 5e-6);
+  EXPECT_EQ(m.links[1].reverse_bandwidth_Bps, 12e9);
+  EXPECT_FALSE(m.links[1].reverse_latency_s);
+  // Finalised on load: routes exist.
+  EXPECT_DOUBLE_EQ(m.route(1, 0).bandwidth_Bps, 12e9);
+  EXPECT_DOUBLE_EQ(m.route(0, 1).latency_s, 5e-6);
+}
+
+TEST(MachineYaml, EveryUnitOfTheTable) {
+  struct Case {
+    int line;
+    std::string text;
+    double expected;
+  };
+  // Each value replaces one field of kToy and is read back through the machine.
+  const std::vector<Case> cases = {
+      {12, "    peak_flops: 9.3 TFLOPS", 9.3e12},    {12, "    peak_flops: 845 GFLOP/s", 845e9},
+      {12, "    peak_flops: 2 PFLOP/s", 2e15},       {12, "    peak_flops: 5MFLOP/s", 5e6},
+      {13, "    memory_bandwidth_Bps: 1 TB/s", 1e12}, {13, "    memory_bandwidth_Bps: 2 GiB/s", 2.0 * (1 << 30)},
+      {13, "    memory_bandwidth_Bps: 3 MiB/s", 3.0 * (1 << 20)}, {13, "    memory_bandwidth_Bps: 7 kB/s", 7e3},
+      {14, "    memory_bytes: 1.5 KiB", 1536},       {14, "    memory_bytes: 16 MB", 16e6},
+      {14, "    memory_bytes: 2 TiB", 2.0 * (int64_t{1} << 40)}, {14, "    memory_bytes: 300 B", 300},
+      {16, "    launch_overhead_s: 5 µs", 5e-6},      {16, "    launch_overhead_s: 250 ns", 250e-9},
+      {16, "    launch_overhead_s: 0.1 ms", 1e-4},    {16, "    launch_overhead_s: 0.002 s", 2e-3},
+  };
+  for (const Case& c : cases) {
+    Machine m = parse_machine_yaml(with_line(c.line, c.text), "t.yaml");
+    const Device& g = m.devices[1];
+    double got = c.line == 12 ? g.peak_flops
+                 : c.line == 13 ? g.memory_bandwidth_Bps
+                 : c.line == 14 ? static_cast<double>(g.memory_bytes)
+                                : g.launch_overhead_s;
+    EXPECT_DOUBLE_EQ(got, c.expected) << c.text;
+  }
+}
+
+TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {with_line(7, "    memory_bytes: -4"), "t.yaml:7: devices[0].memory_bytes = -4: must be > 0"},
+      {with_line(7, "    memory_bytes: 0 GiB"), "t.yaml:7: devices[0].memory_bytes = 0 GiB: must be > 0"},
+      {with_line(12, "    peak_flops: 0"), "t.yaml:12: devices[1].peak_flops = 0: must be > 0"},
+      {with_line(28, "    latency_s: -1 us"), "t.yaml:28: links[1].latency_s = -1 us: must be >= 0"},
+      {with_line(27, "    bandwidth_Bps: 0"), "t.yaml:27: links[1].bandwidth_Bps = 0: must be > 0"},
+      {with_line(29, "    reverse_bandwidth_Bps: -12 GB/s"),
+       "t.yaml:29: links[1].reverse_bandwidth_Bps = -12 GB/s: must be > 0"},
+      {with_line(8, "    streams: two"), "t.yaml:8: devices[0].streams = two: must be an integer in 1..256"},
+      {with_line(8, "    streams: 2.5"), "t.yaml:8: devices[0].streams = 2.5: must be an integer in 1..256"},
+      {with_line(8, "    streams: 0"), "t.yaml:8: devices[0].streams = 0: must be an integer in 1..256"},
+      {with_line(8, "    streams: [1, 2]"),
+       "t.yaml:8: devices[0].streams = <a sequence>: must be an integer in 1..256"},
+      {with_line(12, "    peak_flops: 4.37 TB/s"),
+       "t.yaml:12: devices[1].peak_flops = 4.37 TB/s: must be a number of FLOP/s, e.g. 4.37e12 or \"4.37 TFLOP/s\""},
+      {with_line(13, "    memory_bandwidth_Bps: 240 GB"),
+       "t.yaml:13: devices[1].memory_bandwidth_Bps = 240 GB: must be a number of bytes/s, e.g. 11.3e9 or "
+       "\"11.3 GB/s\""},
+      {with_line(14, "    memory_bytes: twelve"),
+       "t.yaml:14: devices[1].memory_bytes = twelve: must be a number of bytes, e.g. 12884901888 or \"12 GiB\""},
+      {with_line(16, "    launch_overhead_s: 5 usec"),
+       "t.yaml:16: devices[1].launch_overhead_s = 5 usec: must be a number of seconds, e.g. 5e-6 or \"5 us\""},
+      {with_line(16, "    launch_overhead_s: .inf"),
+       "t.yaml:16: devices[1].launch_overhead_s = .inf: must be a number of seconds, e.g. 5e-6 or \"5 us\""},
+      {with_line(16, "    launch_overhead_s:"),
+       "t.yaml:16: devices[1].launch_overhead_s = <empty>: must be a number of seconds, e.g. 5e-6 or \"5 us\""},
+      {with_line(4, "    kind: tpu"), "t.yaml:4: devices[0].kind = tpu: must be cpu or gpu"},
+      {with_line(26, "    kind: infiniband"),
+       "t.yaml:26: links[1].kind = infiniband: must be one of pcie, nvlink, qpi, network, memory"},
+      {with_line(1, "name: [a, b]"), "t.yaml:1: name = <a sequence>: must be a string"},
+      {"name: toy\ndevices:\n  - just a string\n",
+       "t.yaml:3: devices[0] = just a string: must be a mapping with keys name, kind, model, peak_flops, "
+       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s"},
+      {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
+      {with_line(17, "switches: [[rc:0]]"), "t.yaml:17: switches[0] = <a sequence>: must be a name"},
+      {"name: toy\ndevices: []\n", "t.yaml:2: devices = <a sequence>: must be a non-empty sequence of devices"},
+      {"- a\n- b\n",
+       "t.yaml:1: (document) = <a sequence>: must be a mapping with keys name, description, devices, switches, links"},
+      {"", "t.yaml:1: (document) = <empty>: must be a mapping with keys name, description, devices, switches, links"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(load_error(c.text), c.message) << c.text;
+}
+
+TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
+  EXPECT_EQ(load_error(with_line(5, "    peek_flops: 1e11")),
+            "t.yaml:5: devices[0].peek_flops: unknown key; allowed keys: name, kind, model, peak_flops, "
+            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s");
+  EXPECT_EQ(load_error(with_line(1, "nam: toy")),
+            "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links");
+  EXPECT_EQ(load_error(with_line(23, "    latency: 0")),
+            "t.yaml:23: links[0].latency: unknown key; allowed keys: a, b, kind, bandwidth_Bps, latency_s, "
+            "reverse_bandwidth_Bps, reverse_latency_s");
+  EXPECT_EQ(load_error(with_line(6, "    peak_flops: 2e11")), "t.yaml:6: devices[0].peak_flops: duplicate key");
+  // A missing field points at the entry that lacks it.
+  EXPECT_EQ(load_error(without_lines(13, 13)), "t.yaml:10: devices[1].memory_bandwidth_Bps: missing (required)");
+  EXPECT_EQ(load_error(without_lines(28, 28)), "t.yaml:24: links[1].latency_s: missing (required)");
+  EXPECT_EQ(load_error(without_lines(1, 1)), "t.yaml:1: name: missing (required)");
+}
+
+TEST(MachineYaml, FinalizeErrorsPointAtTheOffendingEntry) {
+  EXPECT_EQ(load_error(with_line(25, "    b: gpu:9")), "t.yaml:25: links[1].b = gpu:9: not a device or switch name");
+  EXPECT_EQ(load_error(with_line(19, "  - a: cpu:7")), "t.yaml:19: links[0].a = cpu:7: not a device or switch name");
+  EXPECT_EQ(load_error(with_line(25, "    b: rc:0")),
+            "t.yaml:25: links[1].b = rc:0: must differ from a (a link joins two nodes)");
+  EXPECT_EQ(load_error(with_line(10, "  - name: cpu:0")), "t.yaml:10: devices[1].name = cpu:0: duplicate name");
+  EXPECT_EQ(load_error(with_line(17, "switches: [rc:0, gpu:0]")),
+            "t.yaml:17: switches[1] = gpu:0: duplicate name (already a device or switch)");
+  // Without the second link gpu:0 is unreachable; the message points at its device entry.
+  EXPECT_EQ(load_error(without_lines(24, 29)),
+            "t.yaml:10: devices[1] = gpu:0: no route from cpu:0 (devices never relay traffic: link both to a "
+            "common switch or to each other)");
+}
+
+TEST(MachineYaml, SyntaxErrorsCarryTheLine) {
+  std::string error = load_error(with_line(20, "    b: [rc:0"));
+  EXPECT_EQ(error.rfind("t.yaml:21: YAML syntax error: ", 0), 0u) << error;
+  error = load_error(with_line(11, "    kind: gpu: x"));
+  EXPECT_EQ(error.rfind("t.yaml:11: YAML syntax error: ", 0), 0u) << error;
+  error = load_error(with_line(23, "\tlatency_s: 0"));
+  EXPECT_EQ(error.rfind("t.yaml:23: YAML syntax error: ", 0), 0u) << error;
+}
+
+TEST(MachineYaml, ReadsFilesAndNamesMissingOnes) {
+  auto dir = std::filesystem::temp_directory_path() / ("placelab_hw_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / "toy.yaml";
+  {
+    std::ofstream out(path);
+    out << with_line(7, "    memory_bytes: -4");
+  }
+  try {
+    read_machine_yaml(path);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() + ":7: devices[0].memory_bytes = -4: must be > 0");
+  }
+  {
+    std::ofstream out(path);
+    out << kToy;
+  }
+  EXPECT_EQ(load_machine(path.string()).name, "toy");
+  EXPECT_EQ(read_machine_yaml(path).num_devices(), 2u);
+  std::filesystem::remove_all(dir);
+  try {
+    read_machine_yaml(path);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() + ": cannot open machine file");
+  }
+}
+
+}  // namespace
+}  // namespace placelab
