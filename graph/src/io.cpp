@@ -38,12 +38,7 @@ std::string join(std::span<const std::string_view> items) {
 }
 
 // A value as it appears in a message: compact JSON, cut at 60 bytes (on a UTF-8 boundary).
-// nlohmann writes non-finite numbers as null, which would hide the problem, so they are spelled.
 std::string show(const json& v) {
-  if (v.is_number_float() && !std::isfinite(v.get<double>())) {
-    double d = v.get<double>();
-    return std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf");
-  }
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 60) {
     std::size_t cut = 57;
@@ -119,12 +114,13 @@ class Reader {
     json doc;
     try {
       doc = json::parse(text_);
-    } catch (const json::exception&) {
+    } catch (const json::exception& e) {
       // Only parse_error carries a position; a number too large for a double (out_of_range 406)
       // does not. Parsing again with a SAX handler that accepts everything recovers the position
       // nlohmann reports to handlers for every kind of error.
       ErrorPosition at;
       json::sax_parse(text_, &at);
+      if (at.message.empty()) at.message = e.what();
       std::size_t byte = at.position > 0 ? at.position - 1 : 0;  // position counts bytes read
       if (at.id == 406) {
         // The token is complete and valid JSON, just not a finite double: report it as a value.
@@ -200,7 +196,8 @@ class Reader {
     if (!std::isfinite(d)) fail_value(pointer, v, "must be finite");
     if (d != std::floor(d)) fail_value(pointer, v, "must be an integer");
     if (d < static_cast<double>(lo)) fail_value(pointer, v, "must be >= " + std::to_string(lo));
-    if (d > static_cast<double>(hi)) fail_value(pointer, v, "must be <= " + std::to_string(hi));
+    // 2^63 itself rounds to double(INT64_MAX) and would overflow the cast.
+    if (d > static_cast<double>(hi) || d >= 0x1p63) fail_value(pointer, v, "must be <= " + std::to_string(hi));
     return static_cast<int64_t>(d);
   }
   // A finite number in [0, hi]; `hi_text` spells hi in the message.

@@ -388,6 +388,8 @@ TEST(GraphJsonErrors, NegativeAndAbsurdSizes) {
             "g.json:6: /ops/1/flops = 2e+18: must be <= 1e18");
   EXPECT_EQ(graph_error(doc(abc_with(1, R"({"name": "b", "type": "Relu", "bytes_accessed": 1e300})"), {})),
             "g.json:6: /ops/1/bytes_accessed = 1e+300: must be <= 1125899906842624 (2^50 bytes)");
+  EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 9.3e18, \"ops\": []}"),
+            "g.json:1: /version = 9.3e+18: must be <= 9223372036854775807");
   EXPECT_EQ(graph_error(doc(abc_with(1, R"({"name": "b", "type": "Relu", "layer": -2})"), {})),
             "g.json:6: /ops/1/layer = -2: must be >= -1");
   // A kernel whose own flops are absurd is caught even when flops are not given.
