@@ -1,0 +1,176 @@
+// Calibration data — measured kernel times and copy costs of one machine — and the cost model
+// built from them. A calibration backend (profiler/: cpu, cupti, trace) measures, this header
+// stores, fits, reads and writes (docs/calibration.md), and CalibratedCostModel answers the
+// simulator's questions from it: exact signature match, else the per-class fit, else the
+// analytic roofline.
+//
+//   CalibratedMachine cm = load_calibrated_machine("hwmodels/calibrated/localhost.yaml");
+//   CalibratedCostModel cost(cm.machine, cm.calibration);
+//   CostLookup l = cost.lookup(op, device);   // l.time_s, l.source == CostSource::kMeasured …
+#pragma once
+
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "placelab/graph/kernel.h"
+#include "placelab/hwmodels/cost_model.h"
+#include "placelab/hwmodels/machine.h"
+
+namespace placelab {
+
+// One measured run configuration: the kernel's FP32 work and traffic and its median time.
+struct FitSample {
+  double flops = 0;   // kernel_flops of the signature
+  double bytes = 0;   // kernel_bytes of the signature (or bytes copied, for copies)
+  double time_s = 0;  // measured median seconds, > 0
+};
+
+// time_s = a_s + s_per_flop · flops + s_per_byte · bytes, for kernels whose kernel_bytes is at
+// most upto_bytes (the last segment of a fit has upto_bytes = +inf). All coefficients ≥ 0.
+struct FitSegment {
+  double upto_bytes = std::numeric_limits<double>::infinity();
+  double a_s = 0;          // fixed latency, seconds
+  double s_per_flop = 0;   // seconds per floating-point operation (1 / sustained FLOP/s)
+  double s_per_byte = 0;   // seconds per byte moved (1 / sustained bytes/s)
+  double time_s(double flops, double bytes) const { return a_s + s_per_flop * flops + s_per_byte * bytes; }
+};
+
+// A per-kernel-class fit: one or more segments ordered by upto_bytes. Small sizes are usually
+// latency-bound and get their own segment (a larger a_s, smaller slopes).
+struct ClassFit {
+  std::vector<FitSegment> segments;  // non-empty; upto_bytes strictly increasing, last = +inf
+  int num_samples = 0;               // samples the fit was made from (informational)
+  double rms_relative_error = 0;     // sqrt(mean(((fit − measured)/measured)²)) on those samples
+  // Seconds predicted for a kernel with this work and traffic (the segment covering `bytes`).
+  double time_s(double flops, double bytes) const;
+};
+
+struct FitOptions {
+  int max_segments = 3;             // piecewise fit with at most this many segments (≥ 1)
+  int min_samples_per_segment = 4;  // a segment needs at least this many samples
+  // A further segment is kept only when it shrinks the sum of squared relative errors to at most
+  // this fraction of the fit with one segment fewer.
+  double min_improvement = 0.5;
+  void validate() const;  // throws InputError naming the field
+};
+
+// Non-negative least squares fit of time = a + b·flops + c·bytes minimising the squared
+// *relative* residuals (times span orders of magnitude; each sample counts alike). Exact NNLS for
+// three unknowns: every subset of free coefficients is solved with Eigen and the best feasible one
+// kept. Throws Error when `samples` is empty or holds a time ≤ 0.
+FitSegment fit_linear(std::span<const FitSample> samples);
+// The piecewise fit over kernel bytes described by FitOptions (sorted by bytes internally).
+ClassFit fit_class(std::span<const FitSample> samples, const FitOptions& options = {});
+
+// Copy cost between two devices: time = latency_s + bytes / bandwidth_Bps.
+struct CopyFit {
+  double latency_s = 0;
+  double bandwidth_Bps = 0;  // > 0
+  double time_s(double bytes) const { return latency_s + bytes / bandwidth_Bps; }
+};
+// Fits a CopyFit to (bytes, seconds) samples with the same relative NNLS as fit_linear; the
+// samples' flops are ignored. Throws Error when there is no sample or the slope fits to 0.
+CopyFit fit_copy(std::span<const FitSample> samples);
+
+// Everything measured on one device.
+struct DeviceCalibration {
+  std::string device;        // the Machine device name, "cpu:0"
+  std::vector<int> cores;    // CPU backend: the logical cores the device runs on (may be empty)
+  // Median seconds per kernel signature, launch overhead excluded.
+  std::unordered_map<KernelSignature, double, KernelSignatureHash> kernel_times_s;
+  std::map<KernelClass, ClassFit> fits;
+};
+
+// Copies from one device to another (one direction).
+struct CopyCalibration {
+  std::string src, dst;               // device names
+  CopyFit fit;
+  std::vector<FitSample> samples;     // (bytes, seconds) the fit came from; may be empty
+};
+
+struct Calibration {
+  std::string backend;   // "cpu", "cupti", "trace"
+  std::string host;      // where it was measured
+  std::string created;   // ISO 8601 UTC time of the measurement
+  std::vector<DeviceCalibration> devices;
+  std::vector<CopyCalibration> copies;
+
+  const DeviceCalibration* find_device(std::string_view name) const;
+  const CopyCalibration* find_copy(std::string_view src, std::string_view dst) const;
+  // Recomputes every device's class fits from its kernel_times_s (classes with at least one
+  // sample; noop is never fitted).
+  void refit(const FitOptions& options = {});
+};
+
+// A machine together with its calibration, as one calibration file holds them.
+struct CalibratedMachine {
+  Machine machine;          // finalised
+  Calibration calibration;  // its device names all name devices of `machine`
+};
+
+// Parses the `calibration:` block of a YAML document (docs/calibration.md). `origin` names the
+// source in messages; errors throw InputError "origin:line: devices[0].kernels[…] = -1: must be > 0".
+Calibration parse_calibration_yaml(std::string_view text, std::string_view origin);
+// Parses a whole calibrated machine file: a `machine:` block in the schema of docs/machines.md and
+// a `calibration:` block. Checks that every calibrated device and copy names a machine device.
+CalibratedMachine parse_calibrated_machine_yaml(std::string_view text, std::string_view origin);
+// Reads a calibrated machine file; throws InputError when it cannot be opened or is invalid.
+CalibratedMachine load_calibrated_machine(const std::filesystem::path& path);
+
+// The YAML text of a calibration: a document with one top-level `calibration:` block.
+std::string calibration_yaml(const Calibration& calibration);
+// The YAML text of a machine in the schema parse_machine_yaml reads, as a `machine:` block
+// (indented by two spaces) when `as_block`, else as a top-level document.
+std::string machine_yaml(const Machine& machine, bool as_block);
+// Writes machine + calibration to `path` atomically (temporary file in the same folder, then
+// rename). Throws Error when the file cannot be written.
+void write_calibrated_machine(const std::filesystem::path& path, const Machine& machine,
+                              const Calibration& calibration);
+
+// Where a predicted op time came from.
+enum class CostSource : uint8_t {
+  kMeasured,  // the op's exact kernel signature was measured on the device
+  kClassFit,  // the device's fit for the op's kernel class
+  kAnalytic,  // neither: the analytic roofline
+};
+std::string_view cost_source_name(CostSource source);  // "measured", "fit", "analytic"
+
+struct CostLookup {
+  double time_s = 0;  // launch overhead included, as CostModel::op_time_s
+  CostSource source = CostSource::kAnalytic;
+};
+
+// The cost model of a calibrated machine. op time = device launch overhead + measured time of the
+// exact signature, else of the class fit at the signature's kernel_flops/kernel_bytes, else the
+// AnalyticCostModel's answer (which includes the launch overhead itself). Transfers use the
+// measured copy fit of the (src, dst) pair, else the machine's route.
+class CalibratedCostModel : public CostModel {
+ public:
+  // `machine` and `calibration` must outlive the model. Calibrated devices whose name the machine
+  // lacks are ignored (parse_calibrated_machine_yaml rejects them earlier).
+  CalibratedCostModel(const Machine& machine, const Calibration& calibration,
+                      AnalyticCostModel::Options analytic = {});
+  ~CalibratedCostModel() override;
+
+  double op_time_s(const Op& op, DeviceId device) const override;
+  double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const override;
+  std::string describe() const override;
+  // The time and which source gave it.
+  CostLookup lookup(const Op& op, DeviceId device) const;
+  CostLookup lookup(const KernelSignature& sig, DeviceId device) const;
+
+ private:
+  const Calibration* calibration_;
+  std::unique_ptr<AnalyticCostModel> analytic_;
+  std::vector<const DeviceCalibration*> by_device_;  // indexed by DeviceId; null = uncalibrated
+  std::vector<const CopyFit*> copies_;               // num_devices² row-major by src; null = route
+};
+
+}  // namespace placelab

@@ -1,0 +1,71 @@
+// CalibratedCostModel: measured kernel time, else class fit, else the analytic roofline.
+#include <string>
+
+#include "placelab/graph/error.h"
+#include "placelab/hwmodels/calibration.h"
+
+namespace placelab {
+
+std::string_view cost_source_name(CostSource source) {
+  switch (source) {
+    case CostSource::kMeasured: return "measured";
+    case CostSource::kClassFit: return "fit";
+    case CostSource::kAnalytic: return "analytic";
+  }
+  return "analytic";
+}
+
+CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibration& calibration,
+                                         AnalyticCostModel::Options analytic)
+    : CostModel(machine),
+      calibration_(&calibration),
+      analytic_(std::make_unique<AnalyticCostModel>(machine, std::move(analytic))) {
+  const std::size_t n = machine.num_devices();
+  by_device_.assign(n, nullptr);
+  for (const DeviceCalibration& d : calibration.devices)
+    if (auto id = machine.find_device(d.device)) by_device_[*id] = &d;
+  copies_.assign(n * n, nullptr);
+  for (const CopyCalibration& c : calibration.copies) {
+    auto src = machine.find_device(c.src), dst = machine.find_device(c.dst);
+    if (src && dst && *src != *dst) copies_[static_cast<std::size_t>(*src) * n + *dst] = &c.fit;
+  }
+}
+
+CalibratedCostModel::~CalibratedCostModel() = default;
+
+CostLookup CalibratedCostModel::lookup(const Op& op, DeviceId device) const {
+  PLACELAB_CHECK(device < by_device_.size()) << "device " << device << " of " << by_device_.size();
+  if (const DeviceCalibration* d = by_device_[device]) {
+    const double overhead = machine().devices[device].launch_overhead_s;
+    if (auto it = d->kernel_times_s.find(op.kernel); it != d->kernel_times_s.end())
+      return {overhead + it->second, CostSource::kMeasured};
+    if (auto it = d->fits.find(op.kernel.cls); it != d->fits.end())
+      return {overhead + it->second.time_s(kernel_flops(op.kernel), kernel_bytes(op.kernel)), CostSource::kClassFit};
+  }
+  return {analytic_->op_time_s(op, device), CostSource::kAnalytic};
+}
+
+CostLookup CalibratedCostModel::lookup(const KernelSignature& sig, DeviceId device) const {
+  // The analytic fallback reads work from the op; give it the signature's own.
+  Op op{.name = to_string(sig), .kernel = sig, .flops = kernel_flops(sig), .bytes_accessed = kernel_bytes(sig)};
+  return lookup(op, device);
+}
+
+double CalibratedCostModel::op_time_s(const Op& op, DeviceId device) const { return lookup(op, device).time_s; }
+
+double CalibratedCostModel::transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const {
+  if (src == dst) return 0;
+  const std::size_t n = machine().num_devices();
+  PLACELAB_CHECK(src < n && dst < n) << src << " -> " << dst << " of " << n << " devices";
+  if (const CopyFit* fit = copies_[static_cast<std::size_t>(src) * n + dst]) return fit->time_s(static_cast<double>(bytes));
+  return CostModel::transfer_time_s(bytes, src, dst);
+}
+
+std::string CalibratedCostModel::describe() const {
+  std::string s = "calibrated (" + calibration_->backend;
+  if (!calibration_->host.empty()) s += " on " + calibration_->host;
+  if (!calibration_->created.empty()) s += ", " + calibration_->created;
+  return s + ")";
+}
+
+}  // namespace placelab
