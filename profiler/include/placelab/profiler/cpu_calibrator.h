@@ -1,0 +1,105 @@
+// The CPU calibration backend: measures this machine's cores as a `localhost` machine. Each
+// device is a disjoint set of cores; on each, every kernel of a sweep of sizes per class (and/or
+// exactly a graph's signatures) runs as a real Eigen kernel (cpu_kernels.h) on a thread pinned to
+// the device: warm-up, then the median of repeats timed with steady_clock. Copies between device
+// buffers are timed over a sweep of sizes and fitted to latency + bytes / bandwidth. The result is
+// a Machine plus a Calibration that write_calibrated_machine stores and hwmodels loads back.
+//
+//   CpuCalibrationOptions options;                       // one device per core, built-in sweep
+//   CalibrationResult r = calibrate_cpu(options, [](const CalibrationProgress& p) { … });
+//   write_calibrated_machine("hwmodels/calibrated/localhost.yaml", r.machine, r.calibration);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "placelab/graph/kernel.h"
+#include "placelab/graph/op_graph.h"
+#include "placelab/hwmodels/calibration.h"
+#include "placelab/hwmodels/machine.h"
+#include "placelab/profiler/cpu_kernels.h"
+
+namespace placelab {
+
+// Which clock times a kernel. kWall (steady_clock) is what the executor sees and the default;
+// kThreadCpu (CLOCK_THREAD_CPUTIME_ID) leaves out the time the measuring thread was descheduled,
+// which keeps a calibration usable on a busy shared machine (it then predicts a quiet machine).
+enum class TimingClock : uint8_t { kWall, kThreadCpu };
+
+// How one kernel is timed: run until warmup_s has passed (at least once), then repeat until
+// target_s of measured time or max_repeats, at least min_repeats; the time is the median.
+struct KernelTimingOptions {
+  TimingClock clock = TimingClock::kWall;
+  double warmup_s = 0.02;
+  double target_s = 0.15;
+  int min_repeats = 5;
+  int max_repeats = 200;
+  void validate() const;  // throws InputError naming the field
+};
+
+struct KernelTiming {
+  double median_s = 0;
+  double min_s = 0;
+  int repeats = 0;
+};
+
+// Times `kernel` on the calling thread (pin it first: cpu::run_pinned).
+KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& options = {});
+
+// The built-in sweep: for every kernel class, sizes from latency-bound to compute- or
+// bandwidth-bound, shaped like the layers of the model zoo's networks (CNN convolutions,
+// fully-connected GEMMs, LSTM-sized GEMMs, embeddings, softmaxes). `scale` in (0, 1] shrinks it
+// (fewer and smaller sizes) for quick runs and tests; 1 is the full sweep.
+std::vector<KernelSignature> default_cpu_sweep(double scale = 1.0);
+// The distinct signatures of a graph's ops (noop excluded), in op order.
+std::vector<KernelSignature> graph_signatures(const OpGraph& graph);
+
+struct CpuCalibrationOptions {
+  // Devices: explicit core sets when non-empty (disjoint), else the available cores split into
+  // devices of cores_per_device (cpu::split_cores), at most max_devices of them (0 = all).
+  std::vector<std::vector<int>> device_cores;
+  int cores_per_device = 1;
+  int max_devices = 0;
+
+  bool sweep = true;                         // measure default_cpu_sweep(sweep_scale)
+  double sweep_scale = 1.0;
+  std::vector<KernelSignature> signatures;   // measured too (e.g. graph_signatures(g))
+  // Copy sizes in bytes for the device-pair fits; empty = 1 KiB … 64 MiB by factors of 4.
+  std::vector<int64_t> copy_bytes;
+  KernelTimingOptions timing;
+  FitOptions fit;
+  int64_t max_kernel_bytes = int64_t{1} << 30;  // a larger signature is an InputError
+  std::string machine_name = "localhost";
+
+  // Throws InputError naming the field: overlapping or empty core sets, cores_per_device < 1,
+  // sweep off with no signatures, a copy size ≤ 0, sweep_scale outside (0, 1] …
+  void validate() const;
+};
+
+struct CalibrationProgress {
+  std::string stage;  // "kernels", "copies", "overhead"
+  std::string item;   // the device and the signature or copy being measured
+  int done = 0;       // items finished in this stage, of `total`
+  int total = 0;
+};
+using CalibrationProgressCallback = std::function<void(const CalibrationProgress&)>;
+
+struct CalibrationResult {
+  // The `localhost` machine: one CPU device per core set ("cpu:0"…) with streams = its cores,
+  // peak_flops = the best measured GEMM rate, memory_bandwidth_Bps = the best measured
+  // elementwise/copy rate, memory_bytes = physical memory / devices, launch_overhead_s = the
+  // executor's measured per-op dispatch cost, and a `memory` link between every device pair with
+  // the measured copy latency and bandwidth (per direction).
+  Machine machine;
+  Calibration calibration;  // backend "cpu"; fits already made (Calibration::refit)
+  double elapsed_s = 0;
+  bool pinned = true;       // every measuring thread got its core affinity
+};
+
+// Runs the calibration; `progress` (may be empty) is called on the calling thread after each
+// item. Throws InputError for invalid options or a signature above max_kernel_bytes.
+CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const CalibrationProgressCallback& progress = {});
+
+}  // namespace placelab

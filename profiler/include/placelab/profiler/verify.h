@@ -1,0 +1,61 @@
+// Predicted vs measured: the simulator's step time and per-device busy time for a placement next
+// to the CPU executor's measurement of the same placement, and the summary statistics over many
+// placements that say whether the cost model can be trusted (`placelab verify`, issue 4).
+//
+//   CalibratedCostModel cost(cm.machine, cm.calibration);
+//   CpuExecutor exec(graph, cm.machine, {.steps = 11, .device_cores = device_cores(cm)});
+//   VerifyReport r = verify_placement(graph, placement, cost, exec);   // r.error = −0.04 …
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "placelab/graph/op_graph.h"
+#include "placelab/graph/placement.h"
+#include "placelab/hwmodels/calibration.h"
+#include "placelab/hwmodels/cost_model.h"
+#include "placelab/profiler/cpu_executor.h"
+#include "placelab/sim/simulator.h"
+
+namespace placelab {
+
+struct VerifyDevice {
+  std::string device;            // machine device name
+  double predicted_busy_s = 0;   // simulated kernel time on the device in one step
+  double measured_busy_s = 0;    // measured mean kernel time per step
+};
+
+struct VerifyReport {
+  double predicted_s = 0;  // simulated step time
+  double measured_s = 0;   // executor's mean step time after the first step
+  double error = 0;        // (predicted − measured) / measured; 0 when measured is 0
+  bool oom = false;        // the simulator or the executor found the placement does not fit
+  std::vector<VerifyDevice> devices;
+  std::vector<double> measured_steps_s;  // every measured step, the warm-up first
+};
+
+// Puts a simulated and a measured step of the same placement side by side.
+VerifyReport compare_step(const SimResult& predicted, const ExecutionResult& measured, const Machine& machine);
+// Simulates `placement` with `cost` and runs it with `executor` (same graph and machine).
+VerifyReport verify_placement(const OpGraph& graph, std::span<const DeviceId> placement, const CostModel& cost,
+                              const CpuExecutor& executor);
+
+// The core sets a calibration measured its devices on, indexed by the machine's DeviceId — the
+// executor's CpuExecutorOptions::device_cores. Empty when some device has no recorded cores (the
+// executor then chooses).
+std::vector<std::vector<int>> device_cores(const CalibratedMachine& calibrated);
+
+// Spearman rank correlation of two equally long series (average ranks for ties); 0 when either
+// is constant or shorter than 2.
+double spearman_correlation(std::span<const double> a, std::span<const double> b);
+
+struct VerifySummary {
+  int placements = 0;               // non-oom reports summarised
+  double median_abs_error = 0;      // median |error|
+  double worst_abs_error = 0;       // max |error|
+  double spearman = 0;              // rank correlation of predicted vs measured step times
+};
+VerifySummary summarize(std::span<const VerifyReport> reports);
+
+}  // namespace placelab

@@ -1,0 +1,365 @@
+#include "placelab/profiler/cpu_calibrator.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <unordered_set>
+
+#include <time.h>
+#include <unistd.h>
+
+#include "placelab/graph/error.h"
+#include "placelab/profiler/cpu_device.h"
+#include "placelab/profiler/cpu_executor.h"
+
+namespace placelab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Seconds on the chosen clock, for differences only.
+double clock_s(TimingClock clock) {
+  if (clock == TimingClock::kThreadCpu) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  PLACELAB_CHECK(!v.empty()) << "median of nothing";
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "CPU";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string utc_now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{8} << 30;
+}
+
+std::string cores_text(const std::vector<int>& cores) {
+  std::string s;
+  for (int c : cores) s += (s.empty() ? "" : ",") + std::to_string(c);
+  return s;
+}
+
+// Signatures always measured, so that the machine's peak_flops and memory_bandwidth_Bps come from
+// a compute-bound and a bandwidth-bound kernel even when only a graph's signatures are asked for.
+const KernelSignature kPeakProbe = KernelSignature::gemm(512, 512, 512);
+const KernelSignature kBandwidthProbe = KernelSignature::elementwise(int64_t{1} << 22, 2);
+
+}  // namespace
+
+void KernelTimingOptions::validate() const {
+  if (!(warmup_s >= 0)) throw InputError("KernelTimingOptions.warmup_s: must be >= 0");
+  if (!(target_s > 0)) throw InputError("KernelTimingOptions.target_s: must be > 0");
+  if (min_repeats < 1) throw InputError("KernelTimingOptions.min_repeats = " + std::to_string(min_repeats) + ": must be >= 1");
+  if (max_repeats < min_repeats)
+    throw InputError("KernelTimingOptions.max_repeats = " + std::to_string(max_repeats) + ": must be >= min_repeats");
+}
+
+KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& options) {
+  options.validate();
+  // Warm-up: caches, page faults of the output buffers, the CPU's frequency ramp.
+  const auto warm = Clock::now();
+  do kernel.run();
+  while (seconds_since(warm) < options.warmup_s);
+  std::vector<double> times;
+  double total = 0;
+  while (static_cast<int>(times.size()) < options.max_repeats &&
+         (static_cast<int>(times.size()) < options.min_repeats || total < options.target_s)) {
+    const double t = clock_s(options.clock);
+    kernel.run();
+    const double d = clock_s(options.clock) - t;
+    times.push_back(d);
+    total += d;
+  }
+  KernelTiming out;
+  out.repeats = static_cast<int>(times.size());
+  out.min_s = *std::min_element(times.begin(), times.end());
+  out.median_s = median(std::move(times));
+  return out;
+}
+
+std::vector<KernelSignature> default_cpu_sweep(double scale) {
+  if (!(scale > 0 && scale <= 1)) throw InputError("sweep scale = " + std::to_string(scale) + ": must be in (0, 1]");
+  std::vector<KernelSignature> s;
+  // GEMM: squares from latency- to compute-bound; fully-connected and LSTM shapes (m = batch);
+  // their weight gradients (k = batch, memory-heavy); batched small GEMMs (attention).
+  for (int64_t d : {16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024}) s.push_back(KernelSignature::gemm(d, d, d));
+  for (auto [m, n, k] : std::initializer_list<std::array<int64_t, 3>>{
+           {8, 512, 512}, {8, 1024, 1024}, {8, 4096, 1024}, {32, 1024, 1024}, {32, 2048, 512}, {64, 1024, 512},
+           {128, 1024, 1024}, {128, 512, 2048}, {256, 256, 4096}, {512, 512, 8}, {1024, 1024, 8}, {2048, 512, 32},
+           {1024, 1024, 64}, {512, 512, 128}, {1024, 4096, 32}, {4096, 1024, 8}, {32, 10, 1024}, {8, 10, 4096}})
+    s.push_back(KernelSignature::gemm(m, n, k));
+  for (auto [d, b] : std::initializer_list<std::array<int64_t, 2>>{{32, 8}, {64, 8}, {64, 32}, {128, 16}})
+    s.push_back(KernelSignature::gemm(d, d, d, b));
+  // Convolutions shaped like CIFAR/ImageNet-style layers (n, c, hw, k, r, stride, pad), each in
+  // its three forms.
+  for (auto [n, c, hw, k, r, st, pad] : std::initializer_list<std::array<int64_t, 7>>{
+           {8, 3, 32, 32, 3, 1, 1}, {8, 32, 32, 32, 3, 1, 1}, {8, 32, 16, 64, 3, 1, 1}, {8, 64, 16, 64, 3, 1, 1},
+           {8, 64, 8, 128, 3, 1, 1}, {8, 128, 8, 128, 3, 1, 1}, {8, 3, 32, 64, 5, 1, 2}, {8, 64, 16, 256, 1, 1, 0},
+           {8, 64, 16, 128, 3, 2, 1}, {1, 32, 32, 32, 3, 1, 1}, {1, 64, 8, 64, 3, 1, 1}, {32, 32, 16, 32, 3, 1, 1},
+           {32, 64, 8, 64, 3, 1, 1}, {16, 16, 32, 16, 3, 1, 1}, {4, 128, 16, 128, 3, 1, 1}, {8, 256, 4, 256, 3, 1, 1}})
+    for (KernelClass cls : {KernelClass::kConv2D, KernelClass::kConv2DBackpropInput, KernelClass::kConv2DBackpropFilter})
+      s.push_back(KernelSignature::conv2d(cls, n, c, hw, hw, k, r, r, st, pad));
+  for (int64_t e = 1 << 8; e <= (1 << 24); e *= 4) {
+    s.push_back(KernelSignature::elementwise(e, 1));
+    s.push_back(KernelSignature::elementwise(e, 2));
+    if (e >= (1 << 12)) s.push_back(KernelSignature::elementwise(e, 4));
+  }
+  for (int64_t e = 1 << 10; e <= (1 << 24); e *= 4) {
+    s.push_back(KernelSignature::reduction(e, 1));
+    s.push_back(KernelSignature::reduction(e, std::max<int64_t>(1, e / 256)));
+    s.push_back(KernelSignature::reduction(e, e / 16));
+  }
+  for (int64_t dim : {64, 256, 1024})
+    for (int64_t lookups : {16, 128, 1024, 8192}) s.push_back(KernelSignature::embedding(10000, dim, lookups));
+  for (int64_t rows : {1, 8, 64, 512})
+    for (int64_t cols : {10, 100, 1000, 10000, 32768})
+      if (rows * cols <= (int64_t{1} << 24)) s.push_back(KernelSignature::softmax(rows, cols));
+  for (int64_t b = 256; b <= (int64_t{64} << 20); b *= 4) s.push_back(KernelSignature::copy(b));
+
+  std::vector<KernelSignature> kept;
+  for (const KernelSignature& sig : s)
+    if (kernel_flops(sig) <= scale * 4.5e9 && kernel_bytes(sig) <= scale * 3e8) kept.push_back(sig);
+  return kept;
+}
+
+std::vector<KernelSignature> graph_signatures(const OpGraph& graph) {
+  std::vector<KernelSignature> out;
+  std::unordered_set<KernelSignature, KernelSignatureHash> seen;
+  for (OpId op = 0; op < graph.num_ops(); ++op) {
+    const KernelSignature& sig = graph.op(op).kernel;
+    if (sig.cls != KernelClass::kNoop && seen.insert(sig).second) out.push_back(sig);
+  }
+  return out;
+}
+
+void CpuCalibrationOptions::validate() const {
+  std::set<int> used;
+  for (std::size_t d = 0; d < device_cores.size(); ++d) {
+    const std::string f = "CpuCalibrationOptions.device_cores[" + std::to_string(d) + "]";
+    if (device_cores[d].empty()) throw InputError(f + ": must list at least one core");
+    for (int c : device_cores[d]) {
+      if (c < 0) throw InputError(f + " = " + std::to_string(c) + ": must be >= 0");
+      if (!used.insert(c).second) throw InputError(f + ": core " + std::to_string(c) + " is in two devices; devices must be disjoint");
+    }
+  }
+  if (cores_per_device < 1)
+    throw InputError("CpuCalibrationOptions.cores_per_device = " + std::to_string(cores_per_device) + ": must be >= 1");
+  if (max_devices < 0) throw InputError("CpuCalibrationOptions.max_devices = " + std::to_string(max_devices) + ": must be >= 0");
+  if (!(sweep_scale > 0 && sweep_scale <= 1))
+    throw InputError("CpuCalibrationOptions.sweep_scale = " + std::to_string(sweep_scale) + ": must be in (0, 1]");
+  for (int64_t b : copy_bytes)
+    if (b <= 0) throw InputError("CpuCalibrationOptions.copy_bytes: " + std::to_string(b) + ": must be > 0");
+  if (max_kernel_bytes <= 0) throw InputError("CpuCalibrationOptions.max_kernel_bytes: must be > 0");
+  if (machine_name.empty()) throw InputError("CpuCalibrationOptions.machine_name: must not be empty");
+  timing.validate();
+  fit.validate();
+}
+
+CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const CalibrationProgressCallback& progress) {
+  options.validate();
+  const auto start = Clock::now();
+  auto report = [&](const char* stage, const std::string& item, int done, int total) {
+    if (progress) progress({stage, item, done, total});
+  };
+
+  std::vector<std::vector<int>> cores = options.device_cores;
+  if (cores.empty()) {
+    std::vector<int> avail = cpu::available_cores();
+    cores = cpu::split_cores(avail, options.cores_per_device, options.max_devices);
+  }
+  const std::size_t nd = cores.size();
+
+  std::vector<KernelSignature> sigs;
+  {
+    std::unordered_set<KernelSignature, KernelSignatureHash> seen;
+    auto add = [&](const KernelSignature& sig) {
+      if (sig.cls != KernelClass::kNoop && seen.insert(sig).second) sigs.push_back(sig);
+    };
+    if (options.sweep)
+      for (const KernelSignature& s : default_cpu_sweep(options.sweep_scale)) add(s);
+    for (const KernelSignature& s : options.signatures) add(s);
+    add(kPeakProbe);
+    add(kBandwidthProbe);
+    for (const KernelSignature& s : sigs)
+      if (cpu::CpuKernel::required_bytes(s) > options.max_kernel_bytes)
+        throw InputError(to_string(s) + " needs " + std::to_string(cpu::CpuKernel::required_bytes(s)) +
+                         " bytes of buffers, above CpuCalibrationOptions.max_kernel_bytes = " +
+                         std::to_string(options.max_kernel_bytes));
+  }
+
+  CalibrationResult result;
+  Calibration& cal = result.calibration;
+  cal.backend = "cpu";
+  cal.host = host_name();
+  cal.created = utc_now_iso();
+  std::vector<double> peak_flops(nd, 0), peak_bw(nd, 0);
+
+  // Kernels, one device at a time (the other cores idle, so that a device's numbers are its own).
+  const int total = static_cast<int>(nd * sigs.size());
+  int done = 0;
+  for (std::size_t d = 0; d < nd; ++d) {
+    DeviceCalibration dc;
+    dc.device = "cpu:" + std::to_string(d);
+    dc.cores = cores[d];
+    for (const KernelSignature& sig : sigs) {
+      KernelTiming t;
+      cpu::run_pinned(cores[d], [&] {
+        if (!cpu::pin_current_thread(cores[d])) result.pinned = false;
+        cpu::CpuKernel kernel(sig, options.max_kernel_bytes);
+        t = time_kernel(kernel, options.timing);
+      });
+      // A timer tick of 0 (a kernel faster than the clock) would break the relative fit.
+      const double time_s = std::max(t.median_s, 1e-9);
+      dc.kernel_times_s[sig] = time_s;
+      if (sig.cls == KernelClass::kGemm || sig.cls == KernelClass::kConv2D)
+        peak_flops[d] = std::max(peak_flops[d], kernel_flops(sig) / time_s);
+      if (sig.cls == KernelClass::kElementwise || sig.cls == KernelClass::kCopy)
+        peak_bw[d] = std::max(peak_bw[d], kernel_bytes(sig) / time_s);
+      report("kernels", dc.device + " " + to_string(sig), ++done, total);
+    }
+    cal.devices.push_back(std::move(dc));
+  }
+  cal.refit(options.fit);
+
+  // Copies between every ordered device pair: the source device's thread writes the source buffer
+  // (first touch, and the data sits in its caches as a producer's output would), the destination
+  // device's thread allocates the destination and performs the memcpy, as the executor does.
+  std::vector<int64_t> sizes = options.copy_bytes;
+  if (sizes.empty())
+    for (int64_t b = 1024; b <= (int64_t{64} << 20); b *= 4) sizes.push_back(b);
+  std::vector<std::vector<const CopyCalibration*>> pair(nd, std::vector<const CopyCalibration*>(nd, nullptr));
+  const int copy_total = static_cast<int>(nd * (nd - 1) * sizes.size());
+  done = 0;
+  for (std::size_t s = 0; s < nd; ++s)
+    for (std::size_t d = 0; d < nd; ++d) {
+      if (s == d) continue;
+      CopyCalibration cc;
+      cc.src = "cpu:" + std::to_string(s);
+      cc.dst = "cpu:" + std::to_string(d);
+      for (int64_t bytes : sizes) {
+        std::vector<char> src, dst;
+        cpu::run_pinned(cores[s], [&] { src.assign(static_cast<std::size_t>(bytes), 1); });
+        KernelTiming t;
+        cpu::run_pinned(cores[d], [&] {
+          dst.assign(static_cast<std::size_t>(bytes), 0);
+          std::vector<double> times;
+          const auto warm = Clock::now();
+          do std::memcpy(dst.data(), src.data(), src.size());
+          while (seconds_since(warm) < options.timing.warmup_s);
+          double sum = 0;
+          while (static_cast<int>(times.size()) < options.timing.max_repeats &&
+                 (static_cast<int>(times.size()) < options.timing.min_repeats || sum < options.timing.target_s)) {
+            const double t0 = clock_s(options.timing.clock);
+            std::memcpy(dst.data(), src.data(), src.size());
+            times.push_back(clock_s(options.timing.clock) - t0);
+            sum += times.back();
+          }
+          t.median_s = median(times);
+        });
+        cc.samples.push_back({0, static_cast<double>(bytes), std::max(t.median_s, 1e-9)});
+        report("copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+      }
+      cc.fit = fit_copy(cc.samples);
+      cal.copies.push_back(std::move(cc));
+    }
+
+  // The machine, first with no launch overhead so that the executor can measure it.
+  Machine& m = result.machine;
+  m.name = options.machine_name;
+  m.description = "this CPU (" + cpu_model_name() + ") as " + std::to_string(nd) +
+                  " device(s) of disjoint cores, measured by placelab's cpu calibration on " + cal.host + " at " + cal.created;
+  const int64_t memory = physical_memory_bytes() / static_cast<int64_t>(nd);
+  for (std::size_t d = 0; d < nd; ++d) {
+    m.devices.push_back(Device{.name = "cpu:" + std::to_string(d),
+                               .kind = DeviceKind::kCpu,
+                               .model = cpu_model_name() + " (cores " + cores_text(cores[d]) + ")",
+                               .peak_flops = peak_flops[d],
+                               .memory_bandwidth_Bps = peak_bw[d],
+                               .memory_bytes = memory,
+                               .streams = static_cast<int>(cores[d].size()),
+                               .launch_overhead_s = 0});
+  }
+  for (const CopyCalibration& cc : cal.copies) pair[*m.find_device(cc.src)][*m.find_device(cc.dst)] = &cc;
+  for (std::size_t a = 0; a < nd; ++a)
+    for (std::size_t b = a + 1; b < nd; ++b)
+      m.links.push_back(Link{.a = m.devices[a].name,
+                             .b = m.devices[b].name,
+                             .kind = LinkKind::kMemory,
+                             .bandwidth_Bps = pair[a][b]->fit.bandwidth_Bps,
+                             .latency_s = pair[a][b]->fit.latency_s,
+                             .reverse_bandwidth_Bps = pair[b][a]->fit.bandwidth_Bps,
+                             .reverse_latency_s = pair[b][a]->fit.latency_s});
+  m.finalize();
+
+  // Per-op dispatch cost of the executor: a chain of noops on device 0. And the cross-device
+  // hand-off (waking the other device's worker): the same chain alternating between devices 0
+  // and 1 over empty tensors, whose extra time per hop the copy latencies absorb.
+  constexpr int kChain = 400;
+  OpGraph chain;
+  for (int i = 0; i < kChain; ++i) {
+    chain.add_op({.name = "noop" + std::to_string(i), .type = "NoOp"});
+    if (i > 0) chain.add_edge(static_cast<OpId>(i - 1), static_cast<OpId>(i), {.bytes = 0});
+  }
+  CpuExecutor exec(chain, m, {.steps = 6, .device_cores = cores});
+  report("overhead", "executor dispatch on cpu:0", 0, nd > 1 ? 2 : 1);
+  const double local = exec.run(Placement(kChain, 0)).step_time_s;
+  const double overhead = local / kChain;
+  for (Device& dev : m.devices) dev.launch_overhead_s = overhead;
+  if (nd > 1) {
+    report("overhead", "cross-device hand-off cpu:0 <-> cpu:1", 1, 2);
+    Placement alternate(kChain);
+    for (int i = 0; i < kChain; ++i) alternate[static_cast<std::size_t>(i)] = static_cast<DeviceId>(i % 2);
+    const double remote = exec.run(alternate).step_time_s;
+    const double handoff = std::max(0.0, (remote - local) / (kChain - 1));
+    for (CopyCalibration& cc : cal.copies) cc.fit.latency_s += handoff;
+    for (Link& l : m.links) {
+      l.latency_s += handoff;
+      *l.reverse_latency_s += handoff;
+    }
+  }
+  m.finalize();
+  report("overhead", "done", nd > 1 ? 2 : 1, nd > 1 ? 2 : 1);
+  result.elapsed_s = seconds_since(start);
+  return result;
+}
+
+}  // namespace placelab

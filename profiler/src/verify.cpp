@@ -1,0 +1,95 @@
+#include "placelab/profiler/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "placelab/graph/error.h"
+
+namespace placelab {
+
+VerifyReport compare_step(const SimResult& predicted, const ExecutionResult& measured, const Machine& machine) {
+  VerifyReport r;
+  r.predicted_s = predicted.step_time_s;
+  r.measured_s = measured.step_time_s;
+  r.oom = predicted.oom || measured.oom;
+  r.error = measured.step_time_s > 0 ? (predicted.step_time_s - measured.step_time_s) / measured.step_time_s : 0;
+  r.measured_steps_s = measured.step_times_s;
+  for (std::size_t d = 0; d < machine.num_devices(); ++d)
+    r.devices.push_back({machine.devices[d].name, d < predicted.devices.size() ? predicted.devices[d].busy_s : 0,
+                         d < measured.device_busy_s.size() ? measured.device_busy_s[d] : 0});
+  return r;
+}
+
+VerifyReport verify_placement(const OpGraph& graph, std::span<const DeviceId> placement, const CostModel& cost,
+                              const CpuExecutor& executor) {
+  Simulator sim(graph, cost);
+  SimResult predicted = sim.simulate(placement);
+  ExecutionResult measured = executor.run(placement);
+  return compare_step(predicted, measured, cost.machine());
+}
+
+std::vector<std::vector<int>> device_cores(const CalibratedMachine& calibrated) {
+  std::vector<std::vector<int>> out;
+  for (const Device& d : calibrated.machine.devices) {
+    const DeviceCalibration* dc = calibrated.calibration.find_device(d.name);
+    if (!dc || dc->cores.empty()) return {};
+    out.push_back(dc->cores);
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<double> ranks(std::span<const double> v) {
+  std::vector<std::size_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (std::size_t i = 0; i < idx.size();) {
+    std::size_t j = i;
+    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+    const double avg = 0.5 * static_cast<double>(i + j) + 1;  // ties share their mean rank
+    for (std::size_t k = i; k <= j; ++k) r[idx[k]] = avg;
+    i = j + 1;
+  }
+  return r;
+}
+
+}  // namespace
+
+double spearman_correlation(std::span<const double> a, std::span<const double> b) {
+  PLACELAB_CHECK(a.size() == b.size()) << a.size() << " vs " << b.size();
+  if (a.size() < 2) return 0;
+  std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double n = static_cast<double>(a.size());
+  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n, mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (std::size_t i = 0; i < ra.size(); ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0;
+}
+
+VerifySummary summarize(std::span<const VerifyReport> reports) {
+  VerifySummary s;
+  std::vector<double> abs_err, pred, meas;
+  for (const VerifyReport& r : reports) {
+    if (r.oom) continue;
+    abs_err.push_back(std::abs(r.error));
+    pred.push_back(r.predicted_s);
+    meas.push_back(r.measured_s);
+  }
+  s.placements = static_cast<int>(abs_err.size());
+  if (abs_err.empty()) return s;
+  s.worst_abs_error = *std::max_element(abs_err.begin(), abs_err.end());
+  std::sort(abs_err.begin(), abs_err.end());
+  const std::size_t m = abs_err.size() / 2;
+  s.median_abs_error = abs_err.size() % 2 ? abs_err[m] : 0.5 * (abs_err[m - 1] + abs_err[m]);
+  s.spearman = spearman_correlation(pred, meas);
+  return s;
+}
+
+}  // namespace placelab

@@ -1,0 +1,258 @@
+// The calibration format, fits and CalibratedCostModel (hwmodels/calibration.h).
+#include "placelab/hwmodels/calibration.h"
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "placelab/graph/error.h"
+
+namespace placelab {
+namespace {
+
+Machine two_cpus() {
+  Machine m;
+  m.name = "two";
+  for (int i = 0; i < 2; ++i)
+    m.devices.push_back({.name = "cpu:" + std::to_string(i), .kind = DeviceKind::kCpu, .peak_flops = 1e11,
+                         .memory_bandwidth_Bps = 2e10, .memory_bytes = int64_t{1} << 33, .streams = 1,
+                         .launch_overhead_s = 1e-6});
+  m.links.push_back({.a = "cpu:0", .b = "cpu:1", .kind = LinkKind::kMemory, .bandwidth_Bps = 5e9, .latency_s = 2e-6});
+  m.finalize();
+  return m;
+}
+
+TEST(Fit, LinearFitRecoversKnownCoefficients) {
+  const double a = 3e-6, b = 1.0 / 5e10, c = 1.0 / 2e10;
+  std::mt19937 rng(11);
+  // Log-uniform sizes, so that some samples are latency-bound and the intercept is identifiable.
+  std::uniform_real_distribution<double> f(3, 9), by(3, 8), noise(-0.01, 0.01);
+  std::vector<FitSample> samples;
+  for (int i = 0; i < 40; ++i) {
+    double fl = std::pow(10.0, f(rng)), bytes = std::pow(10.0, by(rng));
+    samples.push_back({fl, bytes, (a + b * fl + c * bytes) * (1 + noise(rng))});
+  }
+  FitSegment s = fit_linear(samples);
+  EXPECT_NEAR(s.a_s, a, 0.1 * a);
+  EXPECT_NEAR(s.s_per_flop, b, 0.03 * b);
+  EXPECT_NEAR(s.s_per_byte, c, 0.03 * c);
+}
+
+TEST(Fit, CoefficientsStayNonNegative) {
+  // Times that *fall* with bytes would need a negative byte coefficient; NNLS clamps it at 0.
+  std::vector<FitSample> samples;
+  for (int i = 1; i <= 10; ++i) samples.push_back({1e6 * i, 1e6 * (11 - i), 1e-5 * i});
+  FitSegment s = fit_linear(samples);
+  EXPECT_GE(s.a_s, 0);
+  EXPECT_GE(s.s_per_flop, 0);
+  EXPECT_EQ(s.s_per_byte, 0);
+  EXPECT_NEAR(s.s_per_flop, 1e-11, 1e-13);
+  EXPECT_THROW(fit_linear({}), Error);
+  std::vector<FitSample> bad = {{1, 1, 0}};
+  EXPECT_THROW(fit_linear(bad), Error);
+}
+
+TEST(Fit, PiecewiseFitSeparatesLatencyBoundSmallSizes) {
+  // Below 1 MB: 20 µs flat (latency-bound); above: 1 ns per byte.
+  std::vector<FitSample> samples;
+  for (double bytes = 1e3; bytes < 1e9; bytes *= 2) samples.push_back({0, bytes, bytes < 1e6 ? 2e-5 : bytes * 1e-9});
+  ClassFit one = fit_class(samples, {.max_segments = 1});
+  ClassFit two = fit_class(samples, {.max_segments = 3});
+  ASSERT_EQ(one.segments.size(), 1u);
+  ASSERT_GE(two.segments.size(), 2u);
+  EXPECT_LT(two.rms_relative_error, 0.05);
+  EXPECT_GT(one.rms_relative_error, two.rms_relative_error);
+  EXPECT_NEAR(two.time_s(0, 4e3), 2e-5, 1e-6);
+  EXPECT_NEAR(two.time_s(0, 4e8), 0.4, 0.01);
+  EXPECT_TRUE(std::isinf(two.segments.back().upto_bytes));
+  EXPECT_THROW(fit_class(samples, {.max_segments = 0}), InputError);
+}
+
+TEST(Fit, CopyFitGivesLatencyAndBandwidth) {
+  std::vector<FitSample> samples;
+  for (double bytes = 1024; bytes <= 64e6; bytes *= 4) samples.push_back({0, bytes, 5e-6 + bytes / 8e9});
+  CopyFit fit = fit_copy(samples);
+  EXPECT_NEAR(fit.latency_s, 5e-6, 1e-7);
+  EXPECT_NEAR(fit.bandwidth_Bps, 8e9, 8e7);
+  std::vector<FitSample> flat = {{0, 1e3, 1e-5}, {0, 1e6, 1e-5}};
+  EXPECT_THROW(fit_copy(flat), Error);
+}
+
+Calibration sample_calibration() {
+  Calibration c;
+  c.backend = "cpu";
+  c.host = "testhost";
+  c.created = "2026-01-01T00:00:00Z";
+  DeviceCalibration d;
+  d.device = "cpu:0";
+  d.cores = {0};
+  for (int64_t n : {64, 128, 256, 512})
+    d.kernel_times_s[KernelSignature::gemm(n, n, n)] = 1e-6 + kernel_flops(KernelSignature::gemm(n, n, n)) / 5e10;
+  d.kernel_times_s[KernelSignature::softmax(8, 1000)] = 4e-5;
+  c.devices.push_back(d);
+  c.devices.push_back({.device = "cpu:1"});
+  c.copies.push_back({.src = "cpu:0", .dst = "cpu:1", .fit = {3e-6, 6e9}, .samples = {{0, 1024, 3.2e-6}, {0, 1 << 20, 1.8e-4}}});
+  c.refit();
+  return c;
+}
+
+TEST(CalibrationYaml, RoundTripsEveryField) {
+  Calibration c = sample_calibration();
+  Calibration back = parse_calibration_yaml(calibration_yaml(c), "rt.yaml");
+  EXPECT_EQ(back.backend, "cpu");
+  EXPECT_EQ(back.host, "testhost");
+  EXPECT_EQ(back.created, c.created);
+  ASSERT_EQ(back.devices.size(), 2u);
+  EXPECT_EQ(back.devices[0].cores, std::vector<int>{0});
+  ASSERT_EQ(back.devices[0].kernel_times_s.size(), c.devices[0].kernel_times_s.size());
+  for (const auto& [sig, t] : c.devices[0].kernel_times_s) EXPECT_NEAR(back.devices[0].kernel_times_s.at(sig), t, 1e-9 * t);
+  ASSERT_EQ(back.devices[0].fits.size(), 2u);
+  const ClassFit& f0 = c.devices[0].fits.at(KernelClass::kGemm);
+  const ClassFit& f1 = back.devices[0].fits.at(KernelClass::kGemm);
+  ASSERT_EQ(f0.segments.size(), f1.segments.size());
+  EXPECT_EQ(f1.num_samples, 4);
+  for (std::size_t i = 0; i < f0.segments.size(); ++i) {
+    EXPECT_NEAR(f1.segments[i].a_s, f0.segments[i].a_s, 1e-9 * f0.segments[i].a_s + 1e-20);
+    EXPECT_NEAR(f1.segments[i].s_per_flop, f0.segments[i].s_per_flop, 1e-9 * f0.segments[i].s_per_flop + 1e-30);
+  }
+  ASSERT_EQ(back.copies.size(), 1u);
+  EXPECT_DOUBLE_EQ(back.copies[0].fit.bandwidth_Bps, 6e9);
+  EXPECT_EQ(back.copies[0].samples.size(), 2u);
+  EXPECT_TRUE(back.devices[1].kernel_times_s.empty());
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_calibration_yaml(text, "cal.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(CalibrationYaml, ErrorsNameFileLineFieldAndRule) {
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  backend: cpu\n"
+                     "  devices:\n"
+                     "    - device: cpu:0\n"
+                     "      kernels:\n"
+                     "        \"gemm{m=1,n=1,k=1,batch=1}\": -3\n"),
+            "cal.yaml:6: calibration.devices[0].kernels[\"gemm{m=1,n=1,k=1,batch=1}\"] = -3: must be > 0 and finite");
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  backend: cpu\n"
+                     "  devices:\n"
+                     "    - device: cpu:0\n"
+                     "      kernels:\n"
+                     "        \"gemm{m=1}\": 1e-3\n"),
+            "cal.yaml:6: calibration.devices[0].kernels[\"gemm{m=1}\"]: not a kernel signature (e.g. gemm{m=64,n=64,k=64,batch=1})");
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  backend: cpu\n"
+                     "  devices: []\n"
+                     "  copies:\n"
+                     "    - src: cpu:0\n"
+                     "      dst: cpu:1\n"
+                     "      latency_s: 1e-6\n"
+                     "      bandwith_Bps: 1e9\n"),
+            "cal.yaml:8: calibration.copies[0].bandwith_Bps: unknown field (expected one of: src, dst, latency_s, bandwidth_Bps, samples)");
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  devices: []\n"),
+            "cal.yaml:2: calibration.backend: missing required field");
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  backend: cpu\n"
+                     "  devices:\n"
+                     "    - device: cpu:0\n"
+                     "      fits:\n"
+                     "        gemm:\n"
+                     "          segments:\n"
+                     "            - {upto_bytes: 100, a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}\n"
+                     "            - {upto_bytes: 50, a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}\n"
+                     "            - {a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}\n"),
+            "cal.yaml:9: calibration.devices[0].fits.gemm.segments[1].upto_bytes = 50: must be greater than the previous segment's");
+  EXPECT_NE(error_of("calibration: [1, 2\n").find("cal.yaml:"), std::string::npos);
+  EXPECT_EQ(error_of("machine: {}\n"), "cal.yaml:1: calibration: missing top-level block");
+}
+
+TEST(CalibratedMachineFile, WritesAtomicallyAndLoadsMachineAndCalibration) {
+  Machine m = two_cpus();
+  Calibration c = sample_calibration();
+  auto dir = std::filesystem::temp_directory_path() / ("placelab_cal_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / "localhost.yaml";
+  write_calibrated_machine(path, m, c);
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(entry.path().filename(), "localhost.yaml") << "temporary file left behind";
+  CalibratedMachine back = load_calibrated_machine(path);
+  EXPECT_EQ(back.machine.name, "two");
+  ASSERT_EQ(back.machine.num_devices(), 2u);
+  EXPECT_DOUBLE_EQ(back.machine.devices[1].peak_flops, 1e11);
+  EXPECT_DOUBLE_EQ(back.machine.route(0, 1).bandwidth_Bps, 5e9);
+  EXPECT_EQ(back.calibration.devices.size(), 2u);
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(load_calibrated_machine(dir / "missing.yaml"), InputError);
+}
+
+TEST(CalibratedMachineFile, ErrorsInTheMachineBlockKeepTheirFileLine) {
+  std::string text = machine_yaml(two_cpus(), true) + calibration_yaml(sample_calibration());
+  const std::string key = "    memory_bytes: 8589934592\n";
+  auto pos = text.find(key);
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, key.size(), "    memory_bytes: -4\n");
+  const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+  try {
+    parse_calibrated_machine_yaml(text, "m.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("m.yaml:" + std::to_string(line) + ": devices[0].memory_bytes", 0), 0u) << e.what();
+  }
+  // A calibrated device the machine lacks.
+  Calibration c = sample_calibration();
+  c.devices[1].device = "cpu:7";
+  std::string bad = machine_yaml(two_cpus(), true) + calibration_yaml(c);
+  try {
+    parse_calibrated_machine_yaml(bad, "m.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("calibration.devices[1].device = cpu:7: not a device of the machine"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CalibratedCostModel, PrefersMeasuredThenFitThenAnalyticAndSaysWhich) {
+  Machine m = two_cpus();
+  Calibration c = sample_calibration();
+  CalibratedCostModel cost(m, c);
+  AnalyticCostModel analytic(m);
+  const double overhead = m.devices[0].launch_overhead_s;
+
+  const KernelSignature measured = KernelSignature::gemm(256, 256, 256);
+  CostLookup l = cost.lookup(measured, 0);
+  EXPECT_EQ(l.source, CostSource::kMeasured);
+  EXPECT_DOUBLE_EQ(l.time_s, overhead + c.devices[0].kernel_times_s.at(measured));
+
+  const KernelSignature held_out = KernelSignature::gemm(384, 384, 384);
+  l = cost.lookup(held_out, 0);
+  EXPECT_EQ(l.source, CostSource::kClassFit);
+  const double truth = 1e-6 + kernel_flops(held_out) / 5e10;
+  EXPECT_NEAR(l.time_s - overhead, truth, 0.02 * truth);
+
+  const KernelSignature conv = KernelSignature::conv2d(KernelClass::kConv2D, 8, 3, 32, 32, 16, 3, 3, 1, 1);
+  Op op{.name = "conv", .type = "Conv2D", .kernel = conv};
+  l = cost.lookup(op, 0);
+  EXPECT_EQ(l.source, CostSource::kAnalytic);
+  EXPECT_DOUBLE_EQ(l.time_s, analytic.op_time_s(op, 0));
+  // cpu:1 has no measurements at all.
+  EXPECT_EQ(cost.lookup(measured, 1).source, CostSource::kAnalytic);
+  EXPECT_EQ(cost_source_name(CostSource::kClassFit), "fit");
+
+  // Transfers: the measured pair fit one way, the machine's route the other.
+  EXPECT_DOUBLE_EQ(cost.transfer_time_s(6000, 0, 1), 3e-6 + 6000 / 6e9);
+  EXPECT_DOUBLE_EQ(cost.transfer_time_s(5000, 1, 0), 2e-6 + 5000 / 5e9);
+  EXPECT_EQ(cost.transfer_time_s(5000, 1, 1), 0);
+  EXPECT_NE(cost.describe().find("testhost"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace placelab
