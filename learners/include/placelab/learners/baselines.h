@@ -1,0 +1,76 @@
+// The classical placements every learner is compared with (Mirhoseini et al. 2017, Post Table 1):
+// single GPU, single CPU, METIS, Scotch, MinCut, random, round-robin, and a list scheduler (HEFT)
+// as a strong non-learning reference. Each returns a full op placement (one DeviceId per op) that
+// keeps every TF colocation group on one device and puts ops marked cpu_only on the machine's first
+// CPU when it has one (TF soft placement). The expert placements live in the model zoo (models/).
+//
+//   Placement p = heft_placement(graph, cost_model);
+//   SimResult r = Simulator(graph, cost_model).simulate(p);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "placelab/graph/op_graph.h"
+#include "placelab/graph/placement.h"
+#include "placelab/hwmodels/cost_model.h"
+#include "placelab/hwmodels/machine.h"
+
+namespace placelab {
+
+// The machine's GPUs, in device-id order.
+std::vector<DeviceId> gpu_devices(const Machine& machine);
+
+// Every op on `gpu` (default: the first GPU); cpu_only ops on the first CPU. Throws InputError
+// when the machine has no GPU or `gpu` is not one.
+Placement single_gpu_placement(const OpGraph& graph, const Machine& machine, std::optional<DeviceId> gpu = {});
+// Every op on the first CPU. Throws InputError when the machine has no CPU.
+Placement single_cpu_placement(const OpGraph& graph, const Machine& machine);
+
+// Each colocation group on a device drawn uniformly from `devices` (default: the GPUs) with a
+// std::mt19937_64 seeded by `seed`.
+Placement random_placement(const OpGraph& graph, const Machine& machine, uint64_t seed,
+                           std::vector<DeviceId> devices = {});
+// Colocation groups, in the topological order of their first op, dealt to `devices` (default: the
+// GPUs) in turn.
+Placement round_robin_placement(const OpGraph& graph, const Machine& machine, std::vector<DeviceId> devices = {});
+
+struct MetisPlacementOptions {
+  int seed = 1;             // METIS_OPTION_SEED
+  double imbalance = 1.03;  // allowed max part / average part compute
+  void validate() const;    // throws InputError naming field, value and rule
+};
+// METIS k-way partition of the op graph (colocation groups contracted) into k = number of GPUs
+// parts, vertex weight = FLOPs, edge weight = tensor bytes; part i goes to the i-th GPU.
+Placement metis_placement(const OpGraph& graph, const Machine& machine, const MetisPlacementOptions& options = {});
+
+struct ScotchPlacementOptions {
+  bool include_cpu = true;  // false = MinCut (Mirhoseini et al.: Scotch without the CPU)
+  int seed = 1;             // SCOTCH_randomSeed before mapping
+  void validate() const;
+};
+// Scotch static mapping of the op graph onto the machine graph. The source graph has colocation
+// groups as vertices, weighted by their compute time on the fastest target device (the cost
+// model), and edges weighted by tensor bytes. The target architecture (SCOTCH_archBuild0) is the
+// complete graph of the target devices (GPUs, plus the CPUs unless MinCut), vertices weighted by
+// peak FLOP/s and each pair's edge by the time its route takes per byte (the cost model's
+// transfer_time_s over the machine's routes), so the mapping balances compute by device speed and
+// keeps heavy tensors on fast links. Deterministic for a seed. Throws Error when Scotch fails.
+Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const ScotchPlacementOptions& options = {});
+// MinCut: scotch_placement with include_cpu = false.
+Placement mincut_placement(const OpGraph& graph, const CostModel& cost, int seed = 1);
+
+struct HeftOptions {
+  bool include_cpu = false;  // let ordinary ops go to the CPU too (cpu_only ops always may)
+  bool respect_memory = true;  // skip devices whose persistent bytes would exceed their capacity
+};
+// HEFT list scheduling (Topcuoglu et al. 2002): upward rank from mean op times over the candidate
+// devices and mean transfer times over device pairs; then, in decreasing rank, each op goes to the
+// device where it finishes earliest given its inputs' arrival (cost model transfer times) and the
+// device's compute streams. Colocated ops follow the first of their group to be scheduled. With
+// respect_memory, a device is skipped while the persistent bytes already on it plus the op's would
+// exceed its memory (unless no device fits).
+Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
+
+}  // namespace placelab

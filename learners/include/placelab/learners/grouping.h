@@ -1,0 +1,85 @@
+// Groupings: which ops move together. Learners place groups, not ops; a Grouping maps every op to
+// a group and expands a per-group placement into the per-op placement the simulator takes. The
+// groupers here build the groupings the papers use. Every grouper keeps ops that share a TF
+// colocation key (Op::colocation) in one group, and numbers groups densely in the order of their
+// smallest op id, so the same graph always yields the same numbering.
+//
+//   Grouping g = group_by_single_consumer(graph);       // Mirhoseini et al. 2017
+//   Placement ops = g.expand(group_devices);            // group_devices.size() == g.num_groups()
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "placelab/graph/op_graph.h"
+#include "placelab/graph/placement.h"
+
+namespace placelab {
+
+using GroupId = uint32_t;
+
+class Grouping {
+ public:
+  Grouping() = default;
+  // `group_of_op[op]` is op's group. Ids need not be dense or ordered: they are renumbered densely
+  // in the order of each group's smallest op id.
+  explicit Grouping(std::vector<GroupId> group_of_op);
+
+  std::size_t num_ops() const { return group_of_op_.size(); }
+  std::size_t num_groups() const { return num_groups_; }
+  GroupId group_of(OpId op) const { return group_of_op_[op]; }
+  std::span<const GroupId> group_of_op() const { return group_of_op_; }
+  // The ops of each group, ascending.
+  std::vector<std::vector<OpId>> members() const;
+
+  // The op placement that puts every op on its group's device. `group_devices` has one device per
+  // group (PLACELAB_CHECK otherwise).
+  Placement expand(std::span<const DeviceId> group_devices) const;
+  // The group placement of an op placement in which every group's ops share a device: each group
+  // takes the device of its smallest op. Throws Error when some group's ops disagree.
+  Placement contract(std::span<const DeviceId> op_devices) const;
+
+ private:
+  std::vector<GroupId> group_of_op_;
+  std::size_t num_groups_ = 0;
+};
+
+// One group per distinct non-empty Op::colocation key; ops without a key are alone.
+Grouping group_by_colocation(const OpGraph& graph);
+
+// Mirhoseini et al. 2017: start from the colocation groups, then merge a group into its only
+// consumer group (the one group other than itself that reads its outputs over data edges) and
+// repeat until no group has exactly one consumer group. Control edges do not count as consumption.
+Grouping group_by_single_consumer(const OpGraph& graph);
+
+// Spotlight: ops share a group when the first `levels` components of their '/'-separated names
+// agree, where an op's name without its last component is used ("tower/conv1/Conv2D" →
+// "tower/conv1" at 2 levels; "conv1/Conv2D" → "conv1"; "loss" stays "loss"). Colocation groups are
+// then unioned in. `levels` ≥ 1 (InputError otherwise).
+Grouping group_by_name_prefix(const OpGraph& graph, int levels = 2);
+
+// One group per Op::layer ≥ 0; ops with layer −1 are alone; then colocation groups are unioned in.
+Grouping group_by_layer(const OpGraph& graph);
+
+struct MetisGroupingOptions {
+  int num_groups = 256;      // G, the number of parts asked of METIS (≥ 1)
+  int seed = 1;              // METIS_OPTION_SEED; same seed ⇒ same grouping
+  double imbalance = 1.03;   // allowed max part weight / average part weight (> 1)
+  // Throws InputError naming the field, value and rule.
+  void validate() const;
+};
+
+// METIS k-way partition of the op graph into at most options.num_groups groups, minimising the
+// tensor bytes cut while balancing compute. Colocation groups are contracted first so no key is
+// split. Vertex weight = the op's FLOPs (Op::flops, else the kernel signature's), edge weight =
+// tensor bytes (control edges weigh 1), both scaled to METIS's 32-bit idx_t. Parts METIS leaves
+// empty are dropped, so the result may have fewer than G groups. Throws Error when METIS fails.
+Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options);
+
+// Names accepted by make_grouping: "colocation", "single_consumer", "name_prefix", "layer", "metis",
+// "none" (one group per op).
+Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis = {});
+
+}  // namespace placelab

@@ -1,0 +1,357 @@
+#include "placelab/learners/baselines.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include <cstdio>  // scotch.h uses FILE
+#include <scotch.h>
+
+#include "partition.h"
+#include "placelab/graph/error.h"
+#include "placelab/learners/grouping.h"
+
+namespace placelab {
+
+namespace {
+
+// TF soft placement: ops without a GPU kernel go to the first CPU.
+void apply_soft_placement(const OpGraph& graph, const Machine& machine, Placement& p) {
+  const auto cpu = machine.default_cpu();
+  if (!cpu) return;
+  for (OpId op = 0; op < graph.num_ops(); ++op)
+    if (graph.op(op).cpu_only) p[op] = *cpu;
+}
+
+std::vector<DeviceId> default_devices(const Machine& machine, std::vector<DeviceId> devices, const char* who) {
+  if (devices.empty()) devices = gpu_devices(machine);
+  if (devices.empty())
+    for (DeviceId d = 0; d < machine.num_devices(); ++d) devices.push_back(d);
+  if (devices.empty()) throw InputError(std::string(who) + ": the machine has no devices");
+  for (DeviceId d : devices)
+    if (d >= machine.num_devices())
+      throw InputError(std::string(who) + ".devices: device id " + std::to_string(d) + ": must be < " +
+                       std::to_string(machine.num_devices()));
+  return devices;
+}
+
+// The colocation groups in the topological order of their first op.
+std::vector<GroupId> groups_in_topological_order(const OpGraph& graph, const Grouping& groups) {
+  std::vector<GroupId> order;
+  std::vector<bool> seen(groups.num_groups(), false);
+  for (OpId op : graph.topological_order()) {
+    const GroupId g = groups.group_of(op);
+    if (!seen[g]) {
+      seen[g] = true;
+      order.push_back(g);
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<DeviceId> gpu_devices(const Machine& machine) {
+  std::vector<DeviceId> out;
+  for (DeviceId d = 0; d < machine.num_devices(); ++d)
+    if (machine.devices[d].kind == DeviceKind::kGpu) out.push_back(d);
+  return out;
+}
+
+Placement single_gpu_placement(const OpGraph& graph, const Machine& machine, std::optional<DeviceId> gpu) {
+  const auto gpus = gpu_devices(machine);
+  if (gpus.empty()) throw InputError("single_gpu: machine \"" + machine.name + "\" has no GPU");
+  const DeviceId target = gpu.value_or(gpus.front());
+  if (std::find(gpus.begin(), gpus.end(), target) == gpus.end())
+    throw InputError("single_gpu.gpu = " + std::to_string(target) + ": must be a GPU of machine \"" + machine.name + "\"");
+  Placement p(graph.num_ops(), target);
+  apply_soft_placement(graph, machine, p);
+  return p;
+}
+
+Placement single_cpu_placement(const OpGraph& graph, const Machine& machine) {
+  const auto cpu = machine.default_cpu();
+  if (!cpu) throw InputError("single_cpu: machine \"" + machine.name + "\" has no CPU");
+  return Placement(graph.num_ops(), *cpu);
+}
+
+Placement random_placement(const OpGraph& graph, const Machine& machine, uint64_t seed, std::vector<DeviceId> devices) {
+  devices = default_devices(machine, std::move(devices), "random");
+  const Grouping groups = group_by_colocation(graph);
+  std::mt19937_64 rng(seed);
+  Placement group_devices(groups.num_groups());
+  // Modulo bias is below 2^-50 for any realistic device count; keeps the draw platform-independent.
+  for (DeviceId& d : group_devices) d = devices[rng() % devices.size()];
+  Placement p = groups.expand(group_devices);
+  apply_soft_placement(graph, machine, p);
+  return p;
+}
+
+Placement round_robin_placement(const OpGraph& graph, const Machine& machine, std::vector<DeviceId> devices) {
+  devices = default_devices(machine, std::move(devices), "round_robin");
+  const Grouping groups = group_by_colocation(graph);
+  Placement group_devices(groups.num_groups());
+  std::size_t next = 0;
+  for (GroupId g : groups_in_topological_order(graph, groups)) group_devices[g] = devices[next++ % devices.size()];
+  Placement p = groups.expand(group_devices);
+  apply_soft_placement(graph, machine, p);
+  return p;
+}
+
+// ---- METIS -------------------------------------------------------------------------------------
+
+void MetisPlacementOptions::validate() const {
+  if (!(imbalance > 1.0) || imbalance > 10.0)
+    throw InputError("metis.imbalance = " + std::to_string(imbalance) + ": must be in (1, 10]");
+}
+
+Placement metis_placement(const OpGraph& graph, const Machine& machine, const MetisPlacementOptions& options) {
+  options.validate();
+  const auto gpus = gpu_devices(machine);
+  if (gpus.empty()) throw InputError("metis: machine \"" + machine.name + "\" has no GPU");
+  const Grouping units = group_by_colocation(graph);
+  const detail::WeightedGraph wg =
+      detail::contract_graph(graph, units, [&](OpId op) { return detail::op_flops(graph.op(op)); });
+  const auto part = detail::metis_partition(wg, static_cast<int>(gpus.size()), options.seed, options.imbalance);
+  Placement group_devices(units.num_groups());
+  for (std::size_t g = 0; g < group_devices.size(); ++g) group_devices[g] = gpus[static_cast<std::size_t>(part[g])];
+  Placement p = units.expand(group_devices);
+  apply_soft_placement(graph, machine, p);
+  return p;
+}
+
+// ---- Scotch ------------------------------------------------------------------------------------
+
+void ScotchPlacementOptions::validate() const {
+  if (seed < 0) throw InputError("scotch.seed = " + std::to_string(seed) + ": must be >= 0");
+}
+
+namespace {
+
+// RAII owners of the Scotch objects (Init/Exit pairs).
+struct ScotchGraph {
+  SCOTCH_Graph g;
+  ScotchGraph() { SCOTCH_graphInit(&g); }
+  ~ScotchGraph() { SCOTCH_graphExit(&g); }
+};
+struct ScotchArch {
+  SCOTCH_Arch a;
+  ScotchArch() { SCOTCH_archInit(&a); }
+  ~ScotchArch() { SCOTCH_archExit(&a); }
+};
+struct ScotchStrat {
+  SCOTCH_Strat s;
+  ScotchStrat() { SCOTCH_stratInit(&s); }
+  ~ScotchStrat() { SCOTCH_stratExit(&s); }
+};
+
+void scotch_check(int status, const char* call) {
+  if (status != 0) throw Error(std::string(call) + " failed with status " + std::to_string(status));
+}
+
+}  // namespace
+
+Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const ScotchPlacementOptions& options) {
+  options.validate();
+  const Machine& machine = cost.machine();
+  std::vector<DeviceId> targets = gpu_devices(machine);
+  if (options.include_cpu)
+    for (DeviceId d = 0; d < machine.num_devices(); ++d)
+      if (machine.devices[d].kind == DeviceKind::kCpu) targets.push_back(d);
+  std::sort(targets.begin(), targets.end());
+  if (targets.empty())
+    throw InputError(std::string(options.include_cpu ? "scotch" : "mincut") + ": machine \"" + machine.name +
+                     "\" has no target device");
+
+  // Source graph: colocation groups weighted by compute time on the fastest target.
+  const Grouping units = group_by_colocation(graph);
+  DeviceId fastest = targets.front();
+  for (DeviceId d : targets)
+    if (machine.devices[d].peak_flops > machine.devices[fastest].peak_flops) fastest = d;
+  const detail::WeightedGraph wg =
+      detail::contract_graph(graph, units, [&](OpId op) { return cost.op_time_s(graph.op(op), fastest); });
+
+  Placement group_devices(units.num_groups(), targets.front());
+  if (targets.size() > 1 && units.num_groups() > 1) {
+    // Scotch sums loads in SCOTCH_Num (int); 1e7 keeps every sum far below 2^31.
+    std::vector<SCOTCH_Num> velo = detail::scale_weights(wg.vertex_weight, 1e7);
+    std::vector<SCOTCH_Num> edlo = detail::scale_weights(wg.edge_weight, 1e7);
+    std::vector<SCOTCH_Num> verttab(wg.offsets.begin(), wg.offsets.end());
+    std::vector<SCOTCH_Num> edgetab(wg.neighbors.begin(), wg.neighbors.end());
+    const auto nv = static_cast<SCOTCH_Num>(wg.num_vertices());
+    const auto ne = static_cast<SCOTCH_Num>(edgetab.size());
+    // Scotch wants non-null arrays even for an edgeless graph.
+    if (edgetab.empty()) {
+      edgetab.push_back(0);
+      edlo.assign(1, 1);
+    }
+    ScotchGraph source;
+    scotch_check(SCOTCH_graphBuild(&source.g, 0, nv, verttab.data(), nullptr, velo.data(), nullptr, ne, edgetab.data(),
+                                   edlo.data()),
+                 "SCOTCH_graphBuild (op graph)");
+    scotch_check(SCOTCH_graphCheck(&source.g), "SCOTCH_graphCheck (op graph)");
+
+    // Target graph: the target devices, fully connected; the cost of edge (a, b) is the time the
+    // machine's route a→b (slower direction) takes to move 1 MiB, relative to the fastest pair.
+    // Scotch's deco architecture reads target vertex loads as compute power and edge loads as
+    // communication cost. Using routes (not raw links) keeps the rule that only switches relay.
+    const std::size_t t = targets.size();
+    constexpr int64_t kProbeBytes = int64_t{1} << 20;
+    std::vector<double> pair_cost(t * t, 0.0);
+    double cheapest = std::numeric_limits<double>::infinity();
+    for (std::size_t a = 0; a < t; ++a)
+      for (std::size_t b = 0; b < t; ++b)
+        if (a != b) {
+          const double c = std::max(cost.transfer_time_s(kProbeBytes, targets[a], targets[b]),
+                                    cost.transfer_time_s(kProbeBytes, targets[b], targets[a]));
+          pair_cost[a * t + b] = c;
+          cheapest = std::min(cheapest, c);
+        }
+    double max_flops = 0;
+    for (DeviceId d : targets) max_flops = std::max(max_flops, machine.devices[d].peak_flops);
+    std::vector<SCOTCH_Num> tverttab{0}, tvelo, tedge, tedlo;
+    for (std::size_t a = 0; a < t; ++a) {
+      tvelo.push_back(static_cast<SCOTCH_Num>(
+          std::max(1LL, std::llround(1000.0 * machine.devices[targets[a]].peak_flops / std::max(max_flops, 1.0)))));
+      for (std::size_t b = 0; b < t; ++b) {
+        if (a == b) continue;
+        tedge.push_back(static_cast<SCOTCH_Num>(b));
+        tedlo.push_back(static_cast<SCOTCH_Num>(std::clamp(
+            std::llround(100.0 * pair_cost[a * t + b] / std::max(cheapest, 1e-300)), 1LL, 1000000LL)));
+      }
+      tverttab.push_back(static_cast<SCOTCH_Num>(tedge.size()));
+    }
+    ScotchGraph target;
+    scotch_check(SCOTCH_graphBuild(&target.g, 0, static_cast<SCOTCH_Num>(t), tverttab.data(), nullptr, tvelo.data(),
+                                   nullptr, static_cast<SCOTCH_Num>(tedge.size()), tedge.data(), tedlo.data()),
+                 "SCOTCH_graphBuild (machine graph)");
+    scotch_check(SCOTCH_graphCheck(&target.g), "SCOTCH_graphCheck (machine graph)");
+
+    SCOTCH_randomSeed(options.seed);
+    SCOTCH_randomReset();
+    ScotchArch arch;
+    ScotchStrat arch_strat, map_strat;
+    // No vertex list: every target vertex is a terminal, numbered as in `targets`.
+    scotch_check(SCOTCH_archBuild0(&arch.a, &target.g, 0, nullptr, &arch_strat.s), "SCOTCH_archBuild0");
+    std::vector<SCOTCH_Num> part(wg.num_vertices(), -1);
+    scotch_check(SCOTCH_graphMap(&source.g, &arch.a, &map_strat.s, part.data()), "SCOTCH_graphMap");
+    for (std::size_t g = 0; g < part.size(); ++g) {
+      PLACELAB_CHECK(part[g] >= 0 && static_cast<std::size_t>(part[g]) < targets.size())
+          << "Scotch mapped group " << g << " to terminal " << part[g];
+      group_devices[g] = targets[static_cast<std::size_t>(part[g])];
+    }
+  }
+  Placement p = units.expand(group_devices);
+  apply_soft_placement(graph, machine, p);
+  return p;
+}
+
+Placement mincut_placement(const OpGraph& graph, const CostModel& cost, int seed) {
+  return scotch_placement(graph, cost, ScotchPlacementOptions{.include_cpu = false, .seed = seed});
+}
+
+// ---- HEFT --------------------------------------------------------------------------------------
+
+Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options) {
+  const Machine& machine = cost.machine();
+  const std::size_t n = graph.num_ops();
+  const auto cpu = machine.default_cpu();
+  std::vector<DeviceId> candidates = gpu_devices(machine);
+  if ((options.include_cpu || candidates.empty()) && cpu) candidates.push_back(*cpu);
+  if (candidates.empty()) throw InputError("heft: machine \"" + machine.name + "\" has no devices");
+  auto allowed = [&](OpId op) -> std::vector<DeviceId> {
+    if (graph.op(op).cpu_only && cpu) return {*cpu};
+    return candidates;
+  };
+
+  // Mean op time over the op's candidate devices, mean transfer time over ordered device pairs.
+  std::vector<double> mean_time(n);
+  for (OpId op = 0; op < n; ++op) {
+    const auto devs = allowed(op);
+    double s = 0;
+    for (DeviceId d : devs) s += cost.op_time_s(graph.op(op), d);
+    mean_time[op] = s / static_cast<double>(devs.size());
+  }
+  auto mean_transfer = [&](int64_t bytes) {
+    if (candidates.size() < 2) return 0.0;
+    double s = 0;
+    for (DeviceId a : candidates)
+      for (DeviceId b : candidates)
+        if (a != b) s += cost.transfer_time_s(bytes, a, b);
+    return s / static_cast<double>(candidates.size() * (candidates.size() - 1));
+  };
+  const std::vector<OpId> topo = graph.topological_order();
+  std::vector<std::size_t> topo_pos(n);
+  for (std::size_t i = 0; i < n; ++i) topo_pos[topo[i]] = i;
+  std::vector<double> rank(n, 0.0);
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    const OpId op = *it;
+    double best = 0;
+    graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
+      best = std::max(best, (t.control ? 0.0 : mean_transfer(t.bytes)) + rank[dst]);
+    });
+    rank[op] = mean_time[op] + best;
+  }
+  std::vector<OpId> order(topo);
+  // Decreasing rank; equal ranks (zero-cost chains) keep topological order, so every op comes
+  // after its predecessors.
+  std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) { return rank[a] > rank[b]; });
+
+  const Grouping coloc = group_by_colocation(graph);
+  std::vector<int64_t> group_persistent(coloc.num_groups(), 0);
+  for (OpId op = 0; op < n; ++op) group_persistent[coloc.group_of(op)] += graph.op(op).persistent_bytes;
+  std::vector<int> group_device(coloc.num_groups(), -1);
+  std::vector<int64_t> persistent_on(machine.num_devices(), 0);
+  std::vector<std::vector<double>> stream_free(machine.num_devices());
+  for (DeviceId d = 0; d < machine.num_devices(); ++d)
+    stream_free[d].assign(static_cast<std::size_t>(std::max(1, machine.devices[d].streams)), 0.0);
+  std::vector<double> finish(n, 0.0);
+  Placement p(n, candidates.front());
+
+  for (OpId op : order) {
+    const GroupId g = coloc.group_of(op);
+    std::vector<DeviceId> devs;
+    if (group_device[g] >= 0) {
+      devs = {static_cast<DeviceId>(group_device[g])};
+    } else {
+      devs = allowed(op);
+      if (options.respect_memory) {
+        std::vector<DeviceId> fit;
+        for (DeviceId d : devs)
+          if (persistent_on[d] + group_persistent[g] <= machine.devices[d].memory_bytes) fit.push_back(d);
+        if (!fit.empty()) devs = std::move(fit);
+      }
+    }
+    double best_finish = std::numeric_limits<double>::infinity();
+    DeviceId best_dev = devs.front();
+    for (DeviceId d : devs) {
+      double ready = 0;
+      graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+        double arrive = finish[src];
+        if (p[src] != d && !t.control) arrive += cost.transfer_time_s(t.bytes, p[src], d);
+        ready = std::max(ready, arrive);
+      });
+      const auto& streams = stream_free[d];
+      const double start = std::max(ready, *std::min_element(streams.begin(), streams.end()));
+      const double f = start + cost.op_time_s(graph.op(op), d);
+      if (f < best_finish) {
+        best_finish = f;
+        best_dev = d;
+      }
+    }
+    p[op] = best_dev;
+    finish[op] = best_finish;
+    auto& streams = stream_free[best_dev];
+    *std::min_element(streams.begin(), streams.end()) = best_finish;
+    if (group_device[g] < 0) {
+      group_device[g] = best_dev;
+      persistent_on[best_dev] += group_persistent[g];
+    }
+  }
+  return p;
+}
+
+}  // namespace placelab

@@ -1,0 +1,250 @@
+#include "placelab/learners/grouping.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "partition.h"
+#include "placelab/graph/error.h"
+
+namespace placelab {
+
+namespace {
+
+// Union-find over op ids; the representative of a set is always its smallest member, which keeps
+// every result independent of the order in which unions happen.
+class UnionFind {
+ public:
+  explicit UnionFind(std::size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0u); }
+  uint32_t find(uint32_t x) {
+    while (parent_[x] != x) {
+      parent_[x] = parent_[parent_[x]];
+      x = parent_[x];
+    }
+    return x;
+  }
+  // Returns the surviving representative.
+  uint32_t unite(uint32_t a, uint32_t b) {
+    a = find(a);
+    b = find(b);
+    if (a == b) return a;
+    if (b < a) std::swap(a, b);
+    parent_[b] = a;
+    return a;
+  }
+  std::vector<GroupId> labels() {
+    std::vector<GroupId> out(parent_.size());
+    for (uint32_t i = 0; i < parent_.size(); ++i) out[i] = find(i);
+    return out;
+  }
+
+ private:
+  std::vector<uint32_t> parent_;
+};
+
+// Unions ops that share a non-empty colocation key.
+void unite_colocation(const OpGraph& graph, UnionFind& uf) {
+  std::unordered_map<std::string_view, OpId> first;
+  for (OpId op = 0; op < graph.num_ops(); ++op) {
+    const std::string& key = graph.op(op).colocation;
+    if (key.empty()) continue;
+    auto [it, inserted] = first.emplace(key, op);
+    if (!inserted) uf.unite(it->second, op);
+  }
+}
+
+// Unions ops with equal keys (empty keys never match anything).
+void unite_by_key(const std::vector<std::string>& keys, UnionFind& uf) {
+  std::unordered_map<std::string_view, OpId> first;
+  for (OpId op = 0; op < keys.size(); ++op) {
+    if (keys[op].empty()) continue;
+    auto [it, inserted] = first.emplace(keys[op], op);
+    if (!inserted) uf.unite(it->second, op);
+  }
+}
+
+}  // namespace
+
+Grouping::Grouping(std::vector<GroupId> group_of_op) : group_of_op_(std::move(group_of_op)) {
+  std::unordered_map<GroupId, GroupId> dense;
+  for (GroupId& g : group_of_op_) {
+    auto [it, inserted] = dense.emplace(g, static_cast<GroupId>(dense.size()));
+    g = it->second;
+  }
+  num_groups_ = dense.size();
+}
+
+std::vector<std::vector<OpId>> Grouping::members() const {
+  std::vector<std::vector<OpId>> out(num_groups_);
+  for (OpId op = 0; op < group_of_op_.size(); ++op) out[group_of_op_[op]].push_back(op);
+  return out;
+}
+
+Placement Grouping::expand(std::span<const DeviceId> group_devices) const {
+  PLACELAB_CHECK(group_devices.size() == num_groups_)
+      << "group placement has " << group_devices.size() << " entries for " << num_groups_ << " groups";
+  Placement out(group_of_op_.size());
+  for (std::size_t op = 0; op < out.size(); ++op) out[op] = group_devices[group_of_op_[op]];
+  return out;
+}
+
+Placement Grouping::contract(std::span<const DeviceId> op_devices) const {
+  PLACELAB_CHECK(op_devices.size() == group_of_op_.size())
+      << "op placement has " << op_devices.size() << " entries for " << group_of_op_.size() << " ops";
+  Placement out(num_groups_);
+  std::vector<bool> seen(num_groups_, false);
+  for (std::size_t op = 0; op < op_devices.size(); ++op) {
+    const GroupId g = group_of_op_[op];
+    if (!seen[g]) {
+      seen[g] = true;
+      out[g] = op_devices[op];
+    } else if (out[g] != op_devices[op]) {
+      throw Error("placement splits group " + std::to_string(g) + ": op " + std::to_string(op) + " is on device " +
+                  std::to_string(op_devices[op]) + ", the group's first op on " + std::to_string(out[g]));
+    }
+  }
+  return out;
+}
+
+Grouping group_by_colocation(const OpGraph& graph) {
+  UnionFind uf(graph.num_ops());
+  unite_colocation(graph, uf);
+  return Grouping(uf.labels());
+}
+
+Grouping group_by_single_consumer(const OpGraph& graph) {
+  const std::size_t n = graph.num_ops();
+  UnionFind uf(n);
+  unite_colocation(graph, uf);
+  std::vector<std::vector<OpId>> members(n);
+  for (OpId op = 0; op < n; ++op) members[uf.find(op)].push_back(op);
+
+  // The unique consumer group of group `r` (a representative), or r itself when it has none or
+  // several. Only data edges count: a control edge moves no tensor, so colocating gains nothing.
+  auto sole_consumer = [&](uint32_t r) -> uint32_t {
+    uint32_t consumer = r;
+    for (OpId op : members[r]) {
+      bool several = false;
+      graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
+        if (t.control || several) return;
+        const uint32_t c = uf.find(dst);
+        if (c == r) return;
+        if (consumer == r) consumer = c;
+        else if (consumer != c) several = true;
+      });
+      if (several) return r;
+    }
+    return consumer;
+  };
+
+  // Worklist in descending representative order: consumers tend to have larger ids than their
+  // producers, so chains collapse from the end in one sweep; merges re-queue the producers whose
+  // consumer sets changed. Merging g into its only consumer h cannot create a cycle: every path
+  // out of g already passes through h.
+  std::vector<uint32_t> work;
+  std::vector<bool> queued(n, false);
+  for (uint32_t r = 0; r < n; ++r)
+    if (uf.find(r) == r) {
+      work.push_back(r);
+      queued[r] = true;
+    }
+  while (!work.empty()) {
+    const uint32_t r = work.back();
+    work.pop_back();
+    queued[r] = false;
+    if (uf.find(r) != r) continue;
+    const uint32_t h = sole_consumer(r);
+    if (h == r) continue;
+    std::vector<uint32_t> producers;
+    for (OpId op : members[r])
+      graph.for_each_in_edge(op, [&](OpId src, const Tensor&) { producers.push_back(src); });
+    const uint32_t keep = uf.unite(r, h);
+    const uint32_t gone = keep == r ? h : r;
+    auto& dst = members[keep];
+    dst.insert(dst.end(), members[gone].begin(), members[gone].end());
+    members[gone].clear();
+    members[gone].shrink_to_fit();
+    for (OpId p : producers) {
+      const uint32_t pr = uf.find(p);
+      if (pr != keep && !queued[pr]) {
+        queued[pr] = true;
+        work.push_back(pr);
+      }
+    }
+    // The merged group keeps h's consumer set, but its representative may have changed.
+    if (!queued[keep]) {
+      queued[keep] = true;
+      work.push_back(keep);
+    }
+  }
+  return Grouping(uf.labels());
+}
+
+Grouping group_by_name_prefix(const OpGraph& graph, int levels) {
+  if (levels < 1)
+    throw InputError("name_prefix.levels = " + std::to_string(levels) + ": must be >= 1");
+  std::vector<std::string> keys(graph.num_ops());
+  for (OpId op = 0; op < graph.num_ops(); ++op) {
+    const std::string& name = graph.op(op).name;
+    // The scope of the op is its name without the last component; a top-level op is its own key.
+    const std::size_t last = name.rfind('/');
+    if (last == std::string::npos) {
+      keys[op] = "\x01" + name;  // cannot collide with a scope (names hold no control characters)
+      continue;
+    }
+    // Cut after the `levels`-th '/', but never past the scope (the last '/').
+    std::size_t end = name.find('/');
+    for (int taken = 1; taken < levels && end < last; ++taken) end = name.find('/', end + 1);
+    keys[op] = name.substr(0, end);
+  }
+  UnionFind uf(graph.num_ops());
+  unite_by_key(keys, uf);
+  unite_colocation(graph, uf);
+  return Grouping(uf.labels());
+}
+
+Grouping group_by_layer(const OpGraph& graph) {
+  std::vector<std::string> keys(graph.num_ops());
+  for (OpId op = 0; op < graph.num_ops(); ++op)
+    if (graph.op(op).layer >= 0) keys[op] = std::to_string(graph.op(op).layer);
+  UnionFind uf(graph.num_ops());
+  unite_by_key(keys, uf);
+  unite_colocation(graph, uf);
+  return Grouping(uf.labels());
+}
+
+void MetisGroupingOptions::validate() const {
+  if (num_groups < 1)
+    throw InputError("metis.num_groups = " + std::to_string(num_groups) + ": must be >= 1");
+  if (!(imbalance > 1.0) || imbalance > 10.0)
+    throw InputError("metis.imbalance = " + std::to_string(imbalance) + ": must be in (1, 10]");
+}
+
+Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options) {
+  options.validate();
+  const Grouping units = group_by_colocation(graph);
+  const detail::WeightedGraph wg =
+      detail::contract_graph(graph, units, [&](OpId op) { return detail::op_flops(graph.op(op)); });
+  const std::vector<int32_t> part = detail::metis_partition(wg, options.num_groups, options.seed, options.imbalance);
+  std::vector<GroupId> labels(graph.num_ops());
+  for (OpId op = 0; op < graph.num_ops(); ++op) labels[op] = static_cast<GroupId>(part[units.group_of(op)]);
+  return Grouping(std::move(labels));
+}
+
+Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis) {
+  if (name == "colocation") return group_by_colocation(graph);
+  if (name == "single_consumer") return group_by_single_consumer(graph);
+  if (name == "name_prefix") return group_by_name_prefix(graph, 2);
+  if (name == "layer") return group_by_layer(graph);
+  if (name == "metis") return group_by_metis(graph, metis);
+  if (name == "none") {
+    std::vector<GroupId> labels(graph.num_ops());
+    std::iota(labels.begin(), labels.end(), 0u);
+    return Grouping(std::move(labels));
+  }
+  throw InputError("grouping = \"" + name +
+                   "\": must be one of colocation, single_consumer, name_prefix, layer, metis, none");
+}
+
+}  // namespace placelab

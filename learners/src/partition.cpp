@@ -1,0 +1,62 @@
+#include "partition.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <metis.h>
+
+#include "placelab/graph/error.h"
+
+namespace placelab::detail {
+
+double op_flops(const Op& op) { return op.flops > 0 ? op.flops : kernel_flops(op.kernel); }
+
+std::vector<int32_t> scale_weights(const std::vector<double>& weights, double max_total) {
+  std::vector<int32_t> out(weights.size(), 1);
+  if (weights.empty()) return out;
+  double total = 0;
+  for (double w : weights) total += std::max(0.0, w);
+  if (total <= 0) return out;
+  // Every weight gets at least 1 (METIS and Scotch treat 0 specially), so keep the scaled total
+  // below max_total even after that floor is added to each entry.
+  const double scale = (max_total - static_cast<double>(weights.size())) / total;
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    out[i] = std::max<int32_t>(1, static_cast<int32_t>(std::llround(std::max(0.0, weights[i]) * scale)));
+  return out;
+}
+
+std::vector<int32_t> metis_partition(const WeightedGraph& g, int parts, int seed, double imbalance) {
+  const std::size_t n = g.num_vertices();
+  std::vector<int32_t> part(n, 0);
+  if (n == 0 || parts <= 1) return part;
+  if (static_cast<std::size_t>(parts) >= n) {
+    for (std::size_t i = 0; i < n; ++i) part[i] = static_cast<int32_t>(i);
+    return part;
+  }
+  static_assert(sizeof(idx_t) == 4, "libmetis is expected with 32-bit idx_t (Debian's build)");
+  // METIS sums vertex and edge weights internally in idx_t; 1e8 leaves a 20× margin below 2^31.
+  std::vector<idx_t> vwgt = scale_weights(g.vertex_weight, 1e8);
+  std::vector<idx_t> adjwgt = scale_weights(g.edge_weight, 1e8);
+  std::vector<idx_t> xadj(n + 1);
+  for (std::size_t i = 0; i <= n; ++i) xadj[i] = static_cast<idx_t>(g.offsets[i]);
+  std::vector<idx_t> adjncy(g.neighbors.begin(), g.neighbors.end());
+  idx_t nvtxs = static_cast<idx_t>(n), ncon = 1, nparts = parts, objval = 0;
+  idx_t options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_SEED] = seed;
+  options[METIS_OPTION_NUMBERING] = 0;
+  options[METIS_OPTION_UFACTOR] = static_cast<idx_t>(std::llround((imbalance - 1.0) * 1000.0));
+  std::vector<idx_t> out(n, 0);
+  // An edgeless graph makes METIS's k-way coarsening degenerate; it still returns METIS_OK.
+  const int status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.empty() ? nullptr : adjncy.data(),
+                                         vwgt.data(), nullptr, adjwgt.empty() ? nullptr : adjwgt.data(),
+                                         &nparts, nullptr, nullptr, options, &objval, out.data());
+  if (status != METIS_OK)
+    throw Error("METIS_PartGraphKway failed with status " + std::to_string(status) + " on " +
+                std::to_string(n) + " vertices into " + std::to_string(parts) + " parts");
+  for (std::size_t i = 0; i < n; ++i) part[i] = out[i];
+  return part;
+}
+
+}  // namespace placelab::detail

@@ -1,0 +1,226 @@
+#include "placelab/learners/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "placelab/graph/error.h"
+#include "state_json.h"
+
+namespace placelab {
+
+void TrainerOptions::validate() const {
+  if (sample_budget < 1)
+    throw InputError("trainer.sample_budget = " + std::to_string(sample_budget) + ": must be >= 1");
+  if (batch_size < 1) throw InputError("trainer.batch_size = " + std::to_string(batch_size) + ": must be >= 1");
+  if (verify_every < 0)
+    throw InputError("trainer.verify_every = " + std::to_string(verify_every) + ": must be >= 0 (0 = never)");
+  if (checkpoint_every < 0)
+    throw InputError("trainer.checkpoint_every = " + std::to_string(checkpoint_every) + ": must be >= 0 (0 = never)");
+  if ((checkpoint_every > 0 || resume) && checkpoint_path.empty())
+    throw InputError("trainer.checkpoint_path = \"\": must be set when checkpoint_every > 0 or resume is on");
+}
+
+std::string_view status_name(TrainSummary::Status status) {
+  switch (status) {
+    case TrainSummary::Status::kFinished: return "finished";
+    case TrainSummary::Status::kStopped: return "stopped";
+    case TrainSummary::Status::kNoFeasiblePlacement: return "no_feasible_placement";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Temporary file in the same folder, flushed, then renamed over the target: a crash leaves either
+// the old checkpoint or the new one, never a torn file.
+void write_atomically(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("checkpoint: cannot open " + tmp.string() + " for writing");
+    out << text;
+    out.flush();
+    if (!out) throw Error("checkpoint: writing " + tmp.string() + " failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("checkpoint: cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+}
+
+// The identity of a run a checkpoint belongs to; resuming with anything else is an input error.
+nlohmann::json run_identity(const Learner& learner, const Grouping& grouping, const TrainerOptions& options) {
+  nlohmann::json j;
+  j["learner"] = learner.name();
+  j["num_ops"] = grouping.num_ops();
+  j["num_groups"] = grouping.num_groups();
+  j["devices"] = learner.space().devices;
+  j["sample_budget"] = options.sample_budget;
+  return j;
+}
+
+nlohmann::json double_or_null(double x) { return std::isfinite(x) ? nlohmann::json(detail::bits(x)) : nlohmann::json(); }
+double from_double_or_null(const nlohmann::json& j) {
+  return j.is_null() ? std::numeric_limits<double>::infinity() : detail::unbits(j);
+}
+
+std::string save_checkpoint(const Learner& learner, const Grouping& grouping, const TrainerOptions& options,
+                            const TrainSummary& s) {
+  nlohmann::json j;
+  j["format"] = "placelab-checkpoint-1";
+  j["run"] = run_identity(learner, grouping, options);
+  j["learner_state"] = nlohmann::json::parse(learner.save_state());
+  j["samples"] = s.samples;
+  j["best_step_time_s"] = double_or_null(s.best_step_time_s);
+  j["best_sample"] = s.best_sample;
+  j["best_group_placement"] = s.best_group_placement;
+  nlohmann::json curve = nlohmann::json::array();
+  for (const CurvePoint& c : s.curve)
+    curve.push_back({c.sample, detail::bits(c.step_time_s), c.oom, double_or_null(c.best_s)});
+  j["curve"] = std::move(curve);
+  nlohmann::json ver = nlohmann::json::array();
+  for (const VerifyRecord& v : s.verifications)
+    ver.push_back({v.sample, detail::bits(v.predicted_s), detail::bits(v.measured_s), v.measured_oom, v.source});
+  j["verifications"] = std::move(ver);
+  return j.dump();
+}
+
+void load_checkpoint(const std::string& text, const std::string& origin, Learner& learner, const Grouping& grouping,
+                     const TrainerOptions& options, TrainSummary& s) {
+  const nlohmann::json j = detail::parse_state(text, origin.c_str());
+  try {
+    if (j.at("format") != "placelab-checkpoint-1")
+      throw InputError(origin + ": format = " + j.at("format").dump() + ": must be \"placelab-checkpoint-1\"");
+    if (j.at("run") != run_identity(learner, grouping, options))
+      throw InputError(origin + ": run = " + j.at("run").dump() +
+                       ": must match this run (learner, graph size, groups, devices, sample budget)");
+    learner.load_state(j.at("learner_state").dump());
+    s.samples = j.at("samples").get<int64_t>();
+    s.best_step_time_s = from_double_or_null(j.at("best_step_time_s"));
+    s.best_sample = j.at("best_sample").get<int64_t>();
+    s.best_group_placement = j.at("best_group_placement").get<Placement>();
+    s.best_placement = s.best_group_placement.empty() ? Placement{} : grouping.expand(s.best_group_placement);
+    s.curve.clear();
+    for (const auto& c : j.at("curve"))
+      s.curve.push_back({c.at(0).get<int64_t>(), detail::unbits(c.at(1)), c.at(2).get<bool>(), from_double_or_null(c.at(3))});
+    s.verifications.clear();
+    for (const auto& v : j.at("verifications"))
+      s.verifications.push_back({v.at(0).get<int64_t>(), detail::unbits(v.at(1)), detail::unbits(v.at(2)),
+                                 v.at(3).get<bool>(), v.at(4).get<std::string>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(origin + ": " + e.what());
+  }
+  if (s.samples != learner.samples_seen() || static_cast<int64_t>(s.curve.size()) != s.samples)
+    throw InputError(origin + ": samples = " + std::to_string(s.samples) + ": must equal the learner's (" +
+                     std::to_string(learner.samples_seen()) + ") and the curve's length");
+}
+
+// Whether the count crossed a multiple of `every` when going from `before` to `after`.
+bool crossed(int64_t before, int64_t after, int64_t every) { return every > 0 && before / every != after / every; }
+
+}  // namespace
+
+TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env, const TrainerOptions& options,
+                   Environment* verify, TrainerObserver* observer) {
+  options.validate();
+  if (options.verify_every > 0 && verify == nullptr)
+    throw InputError("trainer.verify_every = " + std::to_string(options.verify_every) +
+                     ": needs a verify environment (none was given)");
+  if (grouping.num_groups() != learner.space().num_groups)
+    throw InputError("trainer: grouping has " + std::to_string(grouping.num_groups()) + " groups: must equal the learner's " +
+                     std::to_string(learner.space().num_groups));
+  const auto started = std::chrono::steady_clock::now();
+  TrainSummary s;
+  s.learner = learner.name();
+  learner.set_sample_budget(options.sample_budget);
+  if (options.resume && std::filesystem::exists(options.checkpoint_path)) {
+    std::ifstream in(options.checkpoint_path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in) throw InputError(options.checkpoint_path.string() + ": cannot read the checkpoint");
+    load_checkpoint(text.str(), options.checkpoint_path.string(), learner, grouping, options, s);
+    s.resumed_from = s.samples;
+  }
+
+  auto checkpoint = [&] {
+    write_atomically(options.checkpoint_path, save_checkpoint(learner, grouping, options, s));
+    if (observer) observer->on_checkpoint(s.samples, options.checkpoint_path);
+  };
+
+  std::vector<Placement> ops;
+  while (s.samples < options.sample_budget) {
+    const auto want = static_cast<std::size_t>(std::min(options.batch_size, options.sample_budget - s.samples));
+    const std::vector<Placement> groups = learner.propose(want);
+    ops.clear();
+    for (const Placement& g : groups) ops.push_back(grouping.expand(g));
+    const std::vector<Measurement> ms = env.evaluate(ops);
+    if (ms.size() != ops.size())
+      throw Error("environment \"" + env.name() + "\" returned " + std::to_string(ms.size()) + " measurements for " +
+                  std::to_string(ops.size()) + " placements");
+    for (const Measurement& m : ms)
+      if (!m.oom && !(std::isfinite(m.step_time_s) && m.step_time_s >= 0))
+        throw Error("environment \"" + env.name() + "\" returned step time " + std::to_string(m.step_time_s));
+    learner.observe(groups, ms);
+
+    const int64_t before = s.samples;
+    TrainerProgress progress;
+    double sum = 0;
+    int64_t ran = 0;
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      ++s.samples;
+      if (!ms[i].oom) {
+        sum += ms[i].step_time_s;
+        ++ran;
+        if (ms[i].step_time_s < s.best_step_time_s) {
+          s.best_step_time_s = ms[i].step_time_s;
+          s.best_sample = s.samples;
+          s.best_group_placement = groups[i];
+          s.best_placement = ops[i];
+        }
+      }
+      s.curve.push_back({s.samples, ms[i].step_time_s, ms[i].oom, s.best_step_time_s});
+    }
+    PLACELAB_CHECK(s.samples == learner.samples_seen()) << "trainer at " << s.samples << " samples, learner at "
+                                                        << learner.samples_seen();
+
+    if (crossed(before, s.samples, options.verify_every) && !s.best_placement.empty()) {
+      const std::vector<Measurement> vm = verify->evaluate(std::span<const Placement>(&s.best_placement, 1));
+      if (vm.size() != 1)
+        throw Error("verify environment \"" + verify->name() + "\" returned " + std::to_string(vm.size()) +
+                    " measurements for 1 placement");
+      s.verifications.push_back({s.samples, s.best_step_time_s, vm[0].step_time_s, vm[0].oom, vm[0].source});
+      if (observer) observer->on_verify(s.verifications.back());
+    }
+    const bool done = s.samples >= options.sample_budget;
+    if (options.checkpoint_every > 0 && (done || crossed(before, s.samples, options.checkpoint_every))) checkpoint();
+    if (observer) {
+      progress.samples = s.samples;
+      progress.budget = options.sample_budget;
+      progress.best_s = s.best_step_time_s;
+      progress.batch_mean_s = ran > 0 ? sum / static_cast<double>(ran) : 0.0;
+      progress.batch_oom = static_cast<int64_t>(ms.size()) - ran;
+      observer->on_batch(progress);
+      if (!done && observer->stop_requested()) {
+        s.status = TrainSummary::Status::kStopped;
+        s.message = "stopped by the observer after " + std::to_string(s.samples) + " of " +
+                    std::to_string(options.sample_budget) + " samples";
+        s.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        return s;
+      }
+    }
+  }
+  if (s.best_placement.empty()) {
+    s.status = TrainSummary::Status::kNoFeasiblePlacement;
+    s.message = "none of the " + std::to_string(s.samples) + " sampled placements fit in memory";
+  } else {
+    s.status = TrainSummary::Status::kFinished;
+    s.message = "best step time " + std::to_string(s.best_step_time_s) + " s at sample " + std::to_string(s.best_sample);
+  }
+  s.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return s;
+}
+
+}  // namespace placelab

@@ -1,0 +1,156 @@
+#include "placelab/learners/baselines.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "placelab/graph/error.h"
+#include "placelab/sim/simulator.h"
+#include "toy.h"
+
+namespace placelab {
+namespace {
+
+// A fork-join graph: src → `branches` chains of `length` ops of `flops` each → sink, tensors of
+// `bytes`. Every chain's first op is colocated with a variable op that feeds it. One cpu_only op
+// hangs off the sink.
+OpGraph fork_join(int branches, int length, double flops, int64_t bytes) {
+  OpGraph g;
+  const OpId src = g.add_op({.name = "src", .type = "Input", .flops = 1e6, .output_bytes = bytes});
+  const OpId sink = g.add_op({.name = "sink", .type = "AddN", .flops = 1e6, .output_bytes = bytes});
+  for (int b = 0; b < branches; ++b) {
+    const std::string key = "branch" + std::to_string(b);
+    const OpId var = g.add_op({.name = key + "/w", .type = "VariableV2", .persistent_bytes = 1 << 20, .colocation = key});
+    OpId prev = src;
+    for (int i = 0; i < length; ++i) {
+      const OpId op = g.add_op({.name = key + "/op" + std::to_string(i), .type = "MatMul", .flops = flops,
+                                .output_bytes = bytes, .colocation = i == 0 ? key : ""});
+      g.add_edge(prev, op, {.bytes = bytes});
+      if (i == 0) g.add_edge(var, op, {.bytes = 1 << 20});
+      prev = op;
+    }
+    g.add_edge(prev, sink, {.bytes = bytes});
+  }
+  const OpId save = g.add_op({.name = "save", .type = "SaveV2", .flops = 1e3, .cpu_only = true});
+  g.add_edge(sink, save, {.bytes = 64});
+  return g;
+}
+
+void expect_valid(const OpGraph& g, const Machine& m, const Placement& p, const char* what) {
+  EXPECT_NO_THROW(check_placement(p, g.num_ops(), m.num_devices(), what)) << what;
+  // Colocation kept (the only cpu_only op, "save", is not colocated with anything).
+  std::map<std::string, DeviceId> dev_of_key;
+  for (OpId op = 0; op < g.num_ops(); ++op) {
+    if (g.op(op).cpu_only) {
+      EXPECT_EQ(p[op], *m.default_cpu()) << what;
+    }
+    if (g.op(op).colocation.empty()) continue;
+    auto [it, inserted] = dev_of_key.emplace(g.op(op).colocation, p[op]);
+    EXPECT_EQ(it->second, p[op]) << what << ": colocation " << g.op(op).colocation << " split";
+  }
+}
+
+std::set<DeviceId> gpus_used(const OpGraph& g, const Machine& m, const Placement& p) {
+  std::set<DeviceId> used;
+  for (OpId op = 0; op < g.num_ops(); ++op)
+    if (m.devices[p[op]].kind == DeviceKind::kGpu) used.insert(p[op]);
+  return used;
+}
+
+TEST(Baselines, SingleDevicePlacements) {
+  const Machine m = testing::toy_machine(2);
+  const OpGraph g = fork_join(2, 3, 1e9, 1 << 10);
+  const Placement gpu = single_gpu_placement(g, m);
+  expect_valid(g, m, gpu, "single_gpu");
+  EXPECT_EQ(gpus_used(g, m, gpu), (std::set<DeviceId>{1}));
+  EXPECT_EQ(single_gpu_placement(g, m, DeviceId{2})[0], 2);
+  EXPECT_THROW(single_gpu_placement(g, m, DeviceId{0}), InputError);  // the CPU is no GPU
+  const Placement cpu = single_cpu_placement(g, m);
+  for (DeviceId d : cpu) EXPECT_EQ(d, 0);
+}
+
+TEST(Baselines, RandomAndRoundRobinAreValidAndSeeded) {
+  const Machine m = testing::toy_machine(4);
+  const OpGraph g = fork_join(4, 6, 1e9, 1 << 10);
+  const Placement r1 = random_placement(g, m, 1), r2 = random_placement(g, m, 1), r3 = random_placement(g, m, 2);
+  expect_valid(g, m, r1, "random");
+  EXPECT_EQ(r1, r2);
+  EXPECT_NE(r1, r3);
+  const Placement rr = round_robin_placement(g, m);
+  expect_valid(g, m, rr, "round_robin");
+  EXPECT_EQ(gpus_used(g, m, rr).size(), 4u);
+  EXPECT_EQ(rr[0], 1);  // src is first in topological order: the first GPU
+}
+
+class PartitionBaselines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PartitionBaselines, ValidPlacementsUsingEveryGpuOnParallelWork) {
+  const Machine m = testing::toy_machine(4);
+  const testing::FlopsCostModel cost(m);
+  const OpGraph g = fork_join(8, 10, 1e10, 1 << 12);
+  Placement p;
+  if (GetParam() == "metis") p = metis_placement(g, m);
+  if (GetParam() == "scotch") p = scotch_placement(g, cost);
+  if (GetParam() == "mincut") p = mincut_placement(g, cost);
+  expect_valid(g, m, p, GetParam().c_str());
+  EXPECT_EQ(gpus_used(g, m, p).size(), 4u) << GetParam();
+  if (GetParam() == "mincut")
+    for (OpId op = 0; op < g.num_ops(); ++op)
+      if (!g.op(op).cpu_only) {
+        EXPECT_NE(p[op], 0) << "MinCut leaves the CPU out";
+      }
+  // Deterministic.
+  Placement again;
+  if (GetParam() == "metis") again = metis_placement(g, m);
+  if (GetParam() == "scotch") again = scotch_placement(g, cost);
+  if (GetParam() == "mincut") again = mincut_placement(g, cost);
+  EXPECT_EQ(p, again) << GetParam();
+  // Balanced: the simulated step beats one GPU by a wide margin on this embarrassingly parallel graph.
+  const Simulator sim(g, cost);
+  EXPECT_LT(sim.simulate(p).step_time_s, 0.5 * sim.simulate(single_gpu_placement(g, m)).step_time_s) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Baselines, PartitionBaselines, ::testing::Values("metis", "scotch", "mincut"));
+
+TEST(Heft, BeatsRoundRobinOnForkJoin) {
+  const Machine m = testing::toy_machine(4);
+  const testing::FlopsCostModel cost(m);
+  // Branch ops of 1 ms on a GPU, 4 MB tensors (0.4 ms per hop): chains should stay whole.
+  const OpGraph g = fork_join(4, 8, 1e10, 4 << 20);
+  const Placement heft = heft_placement(g, cost);
+  expect_valid(g, m, heft, "heft");
+  const Simulator sim(g, cost);
+  const double t_heft = sim.simulate(heft).step_time_s;
+  const double t_rr = sim.simulate(round_robin_placement(g, m)).step_time_s;
+  const double t_single = sim.simulate(single_gpu_placement(g, m)).step_time_s;
+  EXPECT_LT(t_heft, t_rr);
+  EXPECT_LT(t_heft, t_single);
+  EXPECT_EQ(gpus_used(g, m, heft).size(), 4u);  // four independent chains: one per GPU
+}
+
+TEST(Heft, RespectsMemoryOfPersistentBytes) {
+  Machine m = testing::toy_machine(2);
+  m.devices[1].memory_bytes = 3 << 20;  // gpu:0 holds at most 3 MiB of variables
+  m.finalize();
+  const testing::FlopsCostModel cost(m);
+  const OpGraph g = fork_join(6, 2, 1e9, 1 << 10);  // six 1 MiB variables
+  const Placement p = heft_placement(g, cost);
+  int64_t on_gpu0 = 0;
+  for (OpId op = 0; op < g.num_ops(); ++op)
+    if (p[op] == 1) on_gpu0 += g.op(op).persistent_bytes;
+  EXPECT_LE(on_gpu0, int64_t{3} << 20);
+}
+
+TEST(Baselines, OptionsAreValidated) {
+  MetisPlacementOptions mo;
+  mo.imbalance = 1.0;
+  EXPECT_THROW(mo.validate(), InputError);
+  ScotchPlacementOptions so;
+  so.seed = -1;
+  EXPECT_THROW(so.validate(), InputError);
+}
+
+}  // namespace
+}  // namespace placelab

@@ -1,0 +1,169 @@
+#include "placelab/learners/trainer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "placelab/graph/error.h"
+#include "placelab/learners/algorithms.h"
+#include "toy.h"
+
+namespace placelab {
+namespace {
+
+using testing::AdditiveEnv;
+
+std::filesystem::path temp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("placelab_trainer_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::filesystem::remove(p);
+  return p;
+}
+
+// Stops the run after `stop_at` samples, as a kill would (the last checkpoint is what survives).
+class StopAfter : public TrainerObserver {
+ public:
+  explicit StopAfter(int64_t stop_at) : stop_at_(stop_at) {}
+  void on_batch(const TrainerProgress& p) override { samples_ = p.samples; ++batches; }
+  void on_checkpoint(int64_t, const std::filesystem::path&) override { ++checkpoints; }
+  void on_verify(const VerifyRecord&) override { ++verifies; }
+  bool stop_requested() override { return samples_ >= stop_at_; }
+  int batches = 0, checkpoints = 0, verifies = 0;
+
+ private:
+  int64_t stop_at_;
+  int64_t samples_ = 0;
+};
+
+void expect_same_result(const TrainSummary& a, const TrainSummary& b) {
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.best_step_time_s, b.best_step_time_s);
+  EXPECT_EQ(a.best_sample, b.best_sample);
+  EXPECT_EQ(a.best_placement, b.best_placement);
+  ASSERT_EQ(a.curve.size(), b.curve.size());
+  for (std::size_t i = 0; i < a.curve.size(); ++i) {
+    EXPECT_EQ(a.curve[i].step_time_s, b.curve[i].step_time_s) << i;
+    EXPECT_EQ(a.curve[i].best_s, b.curve[i].best_s) << i;
+  }
+  ASSERT_EQ(a.verifications.size(), b.verifications.size());
+  for (std::size_t i = 0; i < a.verifications.size(); ++i) {
+    EXPECT_EQ(a.verifications[i].sample, b.verifications[i].sample);
+    EXPECT_EQ(a.verifications[i].measured_s, b.verifications[i].measured_s);
+  }
+}
+
+TEST(Trainer, ResumedRunEndsExactlyLikeAnUninterruptedOne) {
+  const std::size_t G = 8, D = 3;
+  const auto costs = testing::random_costs(G, D, 77);
+  const Grouping grouping = testing::identity_grouping(G);
+  const SearchSpace space{G, testing::device_range(D)};
+  TrainerOptions o;
+  o.sample_budget = 600;
+  o.batch_size = 12;
+  o.verify_every = 100;
+  o.checkpoint_every = 120;
+
+  for (const std::string which : {"post", "reinforce"}) {
+    auto make = [&]() -> std::unique_ptr<Learner> {
+      if (which == "post") return std::make_unique<PostLearner>(space, PostOptions{}, 5);
+      return std::make_unique<ReinforceLearner>(space, ReinforceOptions{}, 5);
+    };
+    AdditiveEnv env_a(costs), verify_a(costs);
+    auto a = make();
+    o.checkpoint_path = temp_path(which + "_full.json");
+    const TrainSummary full = train(*a, grouping, env_a, o, &verify_a);
+    EXPECT_EQ(full.status, TrainSummary::Status::kFinished);
+    EXPECT_EQ(full.verifications.size(), 6u);
+
+    // Interrupted after 300 samples (last checkpoint at 240), then resumed by a fresh process.
+    o.checkpoint_path = temp_path(which + "_cut.json");
+    o.resume = true;
+    AdditiveEnv env_b(costs), verify_b(costs);
+    auto b1 = make();
+    StopAfter stop(300);
+    const TrainSummary cut = train(*b1, grouping, env_b, o, &verify_b, &stop);
+    EXPECT_EQ(cut.status, TrainSummary::Status::kStopped);
+    EXPECT_EQ(cut.samples, 300);
+    EXPECT_EQ(stop.checkpoints, 2);
+    EXPECT_EQ(stop.verifies, 3);
+    auto b2 = make();
+    const TrainSummary resumed = train(*b2, grouping, env_b, o, &verify_b);
+    EXPECT_EQ(resumed.resumed_from, 240);
+    EXPECT_EQ(resumed.status, TrainSummary::Status::kFinished);
+    expect_same_result(full, resumed);
+    o.resume = false;
+  }
+}
+
+TEST(Trainer, RecordsCurveBestAndVerification) {
+  const std::size_t G = 4, D = 2;
+  AdditiveEnv env(testing::random_costs(G, D, 3));
+  AdditiveEnv hw(testing::random_costs(G, D, 4));  // "hardware" disagrees with the "simulator"
+  PostLearner post(SearchSpace{G, testing::device_range(D)}, PostOptions{}, 1);
+  TrainerOptions o;
+  o.sample_budget = 120;
+  o.verify_every = 60;
+  const TrainSummary s = train(post, testing::identity_grouping(G), env, o, &hw);
+  ASSERT_EQ(s.curve.size(), 120u);
+  double best = 1e300;
+  for (std::size_t i = 0; i < s.curve.size(); ++i) {
+    EXPECT_EQ(s.curve[i].sample, static_cast<int64_t>(i + 1));
+    best = std::min(best, s.curve[i].step_time_s);
+    EXPECT_EQ(s.curve[i].best_s, best);
+  }
+  EXPECT_EQ(s.best_step_time_s, best);
+  ASSERT_EQ(s.verifications.size(), 2u);
+  const auto hw_time = hw.evaluate(std::vector<Placement>{s.best_placement})[0].step_time_s;
+  EXPECT_EQ(s.verifications[1].measured_s, hw_time);
+  EXPECT_EQ(s.verifications[1].source, "toy");
+  EXPECT_EQ(env.evaluated, 120);
+}
+
+TEST(Trainer, ReportsWhenNothingFits) {
+  AdditiveEnv env(testing::random_costs(3, 2, 1), /*capacity=*/0);
+  class AlwaysOom : public Environment {
+   public:
+    std::vector<Measurement> evaluate(std::span<const Placement> ps) override {
+      return std::vector<Measurement>(ps.size(), Measurement{0, true, "oom"});
+    }
+    std::string name() const override { return "oom"; }
+  } oom;
+  PostLearner post(SearchSpace{3, {0, 1}}, PostOptions{}, 1);
+  TrainerOptions o;
+  o.sample_budget = 60;
+  const TrainSummary s = train(post, testing::identity_grouping(3), oom, o);
+  EXPECT_EQ(s.status, TrainSummary::Status::kNoFeasiblePlacement);
+  EXPECT_TRUE(s.best_placement.empty());
+}
+
+TEST(Trainer, RejectsBadOptionsAndMismatchedCheckpoints) {
+  TrainerOptions o;
+  o.batch_size = 0;
+  try {
+    o.validate();
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "trainer.batch_size = 0: must be >= 1");
+  }
+  o = TrainerOptions{};
+  o.checkpoint_every = 10;
+  EXPECT_THROW(o.validate(), InputError);  // no path
+
+  AdditiveEnv env(testing::random_costs(3, 2, 1));
+  o.sample_budget = 24;
+  o.checkpoint_path = temp_path("mismatch.json");
+  PostLearner post(SearchSpace{3, {0, 1}}, PostOptions{}, 1);
+  train(post, testing::identity_grouping(3), env, o);
+  o.resume = true;
+  o.sample_budget = 48;  // another run's checkpoint
+  PostLearner again(SearchSpace{3, {0, 1}}, PostOptions{}, 1);
+  EXPECT_THROW(train(again, testing::identity_grouping(3), env, o), InputError);
+  std::ofstream(o.checkpoint_path) << "{ not json";
+  EXPECT_THROW(train(again, testing::identity_grouping(3), env, o), InputError);
+}
+
+}  // namespace
+}  // namespace placelab
