@@ -37,6 +37,8 @@ CostLookup CalibratedCostModel::lookup(const Op& op, DeviceId device) const {
   PLACELAB_CHECK(device < by_device_.size()) << "device " << device << " of " << by_device_.size();
   if (const DeviceCalibration* d = by_device_[device]) {
     const double overhead = machine().devices[device].launch_overhead_s;
+    // A noop runs no kernel: its whole cost is the dispatch overhead the backend measured.
+    if (op.kernel.cls == KernelClass::kNoop) return {overhead, CostSource::kMeasured};
     if (auto it = d->kernel_times_s.find(op.kernel); it != d->kernel_times_s.end())
       return {overhead + it->second, CostSource::kMeasured};
     if (auto it = d->fits.find(op.kernel.cls); it != d->fits.end())

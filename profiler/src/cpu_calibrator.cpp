@@ -93,9 +93,31 @@ void KernelTimingOptions::validate() const {
     throw InputError("KernelTimingOptions.max_repeats = " + std::to_string(max_repeats) + ": must be >= min_repeats");
 }
 
+int64_t cache_flush_bytes() {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  int64_t size = 0;
+  char unit = 0;
+  if (in >> size) {
+    if (in >> unit) size *= unit == 'M' ? (1 << 20) : unit == 'K' ? 1024 : 1;
+  }
+  return size > 0 ? 2 * size : int64_t{4} << 20;
+}
+
+namespace {
+
+// Writes one byte per cache line of a thread-local buffer, evicting the kernel's data from L1/L2.
+void flush_caches() {
+  thread_local std::vector<char> buffer(static_cast<std::size_t>(cache_flush_bytes()));
+  for (std::size_t i = 0; i < buffer.size(); i += 64) buffer[i] = static_cast<char>(buffer[i] + 1);
+  // Keep the compiler from dropping the writes.
+  asm volatile("" : : "r"(buffer.data()) : "memory");
+}
+
+}  // namespace
+
 KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& options) {
   options.validate();
-  // Warm-up: caches, page faults of the output buffers, the CPU's frequency ramp.
+  // Warm-up: page faults of the output buffers, the CPU's frequency ramp.
   const auto warm = Clock::now();
   do kernel.run();
   while (seconds_since(warm) < options.warmup_s);
@@ -103,6 +125,7 @@ KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& opti
   double total = 0;
   while (static_cast<int>(times.size()) < options.max_repeats &&
          (static_cast<int>(times.size()) < options.min_repeats || total < options.target_s)) {
+    if (options.cold_cache) flush_caches();
     const double t = clock_s(options.clock);
     kernel.run();
     const double d = clock_s(options.clock) - t;
@@ -288,6 +311,7 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
           double sum = 0;
           while (static_cast<int>(times.size()) < options.timing.max_repeats &&
                  (static_cast<int>(times.size()) < options.timing.min_repeats || sum < options.timing.target_s)) {
+            if (options.timing.cold_cache) flush_caches();
             const double t0 = clock_s(options.timing.clock);
             std::memcpy(dst.data(), src.data(), src.size());
             times.push_back(clock_s(options.timing.clock) - t0);

@@ -1,6 +1,8 @@
 #include "placelab/profiler/cpu_kernels.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -182,11 +184,6 @@ namespace {
 // Per class: sizes (in elements) of the buffers a, b, c, scratch, index and copy bytes.
 struct Sizes {
   int64_t a = 0, b = 0, c = 0, scratch = 0, index = 0, copy = 0;
-  double bytes() const {
-    return 4.0 * (static_cast<double>(a) + static_cast<double>(b) + static_cast<double>(c) +
-                  static_cast<double>(scratch) + static_cast<double>(index)) +
-           2.0 * static_cast<double>(copy);
-  }
 };
 
 void check_dims(const KernelSignature& sig) {

@@ -243,6 +243,10 @@ TEST(CalibratedCostModel, PrefersMeasuredThenFitThenAnalyticAndSaysWhich) {
   l = cost.lookup(op, 0);
   EXPECT_EQ(l.source, CostSource::kAnalytic);
   EXPECT_DOUBLE_EQ(l.time_s, analytic.op_time_s(op, 0));
+  // A noop costs the measured dispatch overhead on a calibrated device.
+  Op nop{.name = "read", .type = "Identity"};
+  EXPECT_EQ(cost.lookup(nop, 0).source, CostSource::kMeasured);
+  EXPECT_DOUBLE_EQ(cost.lookup(nop, 0).time_s, overhead);
   // cpu:1 has no measurements at all.
   EXPECT_EQ(cost.lookup(measured, 1).source, CostSource::kAnalytic);
   EXPECT_EQ(cost_source_name(CostSource::kClassFit), "fit");

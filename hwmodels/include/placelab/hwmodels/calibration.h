@@ -149,8 +149,9 @@ struct CostLookup {
 
 // The cost model of a calibrated machine. op time = device launch overhead + measured time of the
 // exact signature, else of the class fit at the signature's kernel_flops/kernel_bytes, else the
-// AnalyticCostModel's answer (which includes the launch overhead itself). Transfers use the
-// measured copy fit of the (src, dst) pair, else the machine's route.
+// AnalyticCostModel's answer (which includes the launch overhead itself). A noop on a calibrated
+// device costs the launch overhead alone (source kMeasured: the backend measures the dispatch
+// cost). Transfers use the measured copy fit of the (src, dst) pair, else the machine's route.
 class CalibratedCostModel : public CostModel {
  public:
   // `machine` and `calibration` must outlive the model. Calibrated devices whose name the machine

@@ -36,8 +36,15 @@ struct KernelTimingOptions {
   double target_s = 0.15;
   int min_repeats = 5;
   int max_repeats = 200;
+  // Before every timed run, write a buffer of twice the L2 cache size (untimed), so the kernel
+  // starts with its data out of L1/L2 — as in the executor, where other ops run in between — but
+  // still in L3 when it fits. false: back-to-back runs with warm caches.
+  bool cold_cache = true;
   void validate() const;  // throws InputError naming the field
 };
+
+// Bytes cold_cache writes between runs: twice this core's L2 size (sysfs), 4 MiB if unknown.
+int64_t cache_flush_bytes();
 
 struct KernelTiming {
   double median_s = 0;
