@@ -117,8 +117,9 @@ std::vector<Placement> TableLearner::propose(std::size_t max_count) {
   const std::size_t count = std::min(max_count, samples_until_update());
   std::vector<Placement> out(count, Placement(space_.num_groups));
   Choice choice(space_.num_groups);
+  const std::vector<double> probs = policy_.probabilities();
   for (auto& p : out) {
-    policy_.sample(rng_, choice);
+    SoftmaxTablePolicy::sample(probs, space_.devices.size(), rng_, choice);
     for (std::size_t m = 0; m < choice.size(); ++m) p[m] = space_.devices[choice[m]];
   }
   return out;
@@ -229,13 +230,20 @@ void ReinforceLearner::update() {
   const int64_t budget = budget_ > 0 ? budget_ : 1;
   const bool feasible_only = static_cast<double>(samples_seen_) > options_.feasible_only_after * static_cast<double>(budget) &&
                              options_.feasible_only_after < 1.0;
-  std::vector<double> grad(policy_.logits().size(), 0.0);
+  // Σ_n w_n ∇log f(d_n) = Σ_n w_n e_{d_n} − (Σ_n w_n) softmax(u), per group: one softmax per update.
+  const std::size_t D = space_.devices.size();
+  std::vector<double> grad = policy_.probabilities();
+  double wsum = 0;
   std::size_t used = 0;
+  std::vector<double> chosen(grad.size(), 0.0);
   for (std::size_t n = 0; n < batch_.size(); ++n) {
     if (feasible_only && !batch_ran_[n]) continue;
-    policy_.add_log_prob_gradient(batch_[n], batch_reward_[n] - baseline_, grad);
+    const double w = batch_reward_[n] - baseline_;
+    for (std::size_t m = 0; m < space_.num_groups; ++m) chosen[m * D + batch_[n][m]] += w;
+    wsum += w;
     ++used;
   }
+  for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = chosen[i] - wsum * grad[i];
   if (used > 0) {
     ++adam_t_;
     const double b1 = options_.adam_beta1, b2 = options_.adam_beta2;
@@ -343,9 +351,10 @@ void JointLearner::ppo_update() {
   for (std::size_t i = 0; i < k; ++i) advantages[i] = b - times[i];
 
   const std::vector<double> old_probs = policy_.probabilities();
+  const PpoBatch condensed = make_ppo_batch(old_probs, space_.devices.size(), batch, advantages);
   std::vector<double> grad(old_probs.size());
   for (int step = 0; step < config_.sga_steps; ++step) {
-    ppo_objective(policy_, old_probs, batch, advantages, beta_, grad);
+    ppo_objective(policy_, condensed, beta_, grad);
     auto u = policy_.mutable_logits();
     for (std::size_t i = 0; i < grad.size(); ++i) u[i] += config_.learning_rate * grad[i];
   }

@@ -305,9 +305,22 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
   for (OpId op = 0; op < n; ++op) group_persistent[coloc.group_of(op)] += graph.op(op).persistent_bytes;
   std::vector<int> group_device(coloc.num_groups(), -1);
   std::vector<int64_t> persistent_on(machine.num_devices(), 0);
-  std::vector<std::vector<double>> stream_free(machine.num_devices());
+  // Busy intervals per device stream, sorted and disjoint: HEFT's insertion policy puts an op into
+  // the earliest idle gap after its inputs arrive that is long enough, not only after the last op.
+  using Interval = std::pair<double, double>;
+  std::vector<std::vector<std::vector<Interval>>> busy(machine.num_devices());
   for (DeviceId d = 0; d < machine.num_devices(); ++d)
-    stream_free[d].assign(static_cast<std::size_t>(std::max(1, machine.devices[d].streams)), 0.0);
+    busy[d].resize(static_cast<std::size_t>(std::max(1, machine.devices[d].streams)));
+  auto earliest_start = [](const std::vector<Interval>& iv, double ready, double duration) {
+    auto it = std::upper_bound(iv.begin(), iv.end(), ready,
+                               [](double t, const Interval& x) { return t < x.second; });
+    double t = ready;
+    for (; it != iv.end(); ++it) {
+      if (it->first - t >= duration) return t;
+      t = std::max(t, it->second);
+    }
+    return t;
+  };
   std::vector<double> finish(n, 0.0);
   Placement p(n, candidates.front());
 
@@ -325,8 +338,19 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
         if (!fit.empty()) devs = std::move(fit);
       }
     }
+    // On equal finish times prefer the device holding the op's largest input: symmetric machines
+    // produce many ties, and breaking them by device id would scatter chains for nothing.
+    int preferred = -1;
+    int64_t preferred_bytes = -1;
+    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+      if (!t.control && t.bytes > preferred_bytes) {
+        preferred_bytes = t.bytes;
+        preferred = p[src];
+      }
+    });
     double best_finish = std::numeric_limits<double>::infinity();
     DeviceId best_dev = devs.front();
+    std::size_t best_stream = 0;
     for (DeviceId d : devs) {
       double ready = 0;
       graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
@@ -334,18 +358,22 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
         if (p[src] != d && !t.control) arrive += cost.transfer_time_s(t.bytes, p[src], d);
         ready = std::max(ready, arrive);
       });
-      const auto& streams = stream_free[d];
-      const double start = std::max(ready, *std::min_element(streams.begin(), streams.end()));
-      const double f = start + cost.op_time_s(graph.op(op), d);
-      if (f < best_finish) {
-        best_finish = f;
-        best_dev = d;
+      const double duration = cost.op_time_s(graph.op(op), d);
+      for (std::size_t s = 0; s < busy[d].size(); ++s) {
+        const double f = earliest_start(busy[d][s], ready, duration) + duration;
+        const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
+        if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
+          best_finish = f;
+          best_dev = d;
+          best_stream = s;
+        }
       }
     }
     p[op] = best_dev;
     finish[op] = best_finish;
-    auto& streams = stream_free[best_dev];
-    *std::min_element(streams.begin(), streams.end()) = best_finish;
+    auto& iv = busy[best_dev][best_stream];
+    const Interval slot{best_finish - cost.op_time_s(graph.op(op), best_dev), best_finish};
+    iv.insert(std::upper_bound(iv.begin(), iv.end(), slot), slot);
     if (group_device[g] < 0) {
       group_device[g] = best_dev;
       persistent_on[best_dev] += group_persistent[g];

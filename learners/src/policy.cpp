@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "placelab/graph/error.h"
@@ -50,14 +51,19 @@ void SoftmaxTablePolicy::set_probabilities(std::size_t group, std::span<const do
 
 void SoftmaxTablePolicy::sample(Rng& rng, std::span<uint16_t> out) const {
   PLACELAB_CHECK(out.size() == num_groups_) << "choice of size " << out.size();
-  std::vector<double> p(num_devices_);
-  for (std::size_t m = 0; m < num_groups_; ++m) {
-    probabilities(m, p);
+  sample(probabilities(), num_devices_, rng, out);
+}
+
+void SoftmaxTablePolicy::sample(std::span<const double> probs, std::size_t num_devices, Rng& rng,
+                                std::span<uint16_t> out) {
+  PLACELAB_CHECK(num_devices > 0 && probs.size() == out.size() * num_devices) << "probability table shape";
+  for (std::size_t m = 0; m < out.size(); ++m) {
+    const double* p = probs.data() + m * num_devices;
     const double r = uniform01(rng);
     double acc = 0;
     std::size_t j = 0;
     // The last device takes any rounding remainder, so a choice is always made.
-    for (; j + 1 < num_devices_; ++j) {
+    for (; j + 1 < num_devices; ++j) {
       acc += p[j];
       if (r < acc) break;
     }
@@ -121,48 +127,69 @@ SoftmaxTablePolicy SoftmaxTablePolicy::from_string(const std::string& text) {
   return policy;
 }
 
+PpoBatch make_ppo_batch(std::span<const double> old_probs, std::size_t num_devices, std::span<const Choice> choices,
+                        std::span<const double> advantages) {
+  PLACELAB_CHECK(num_devices > 0 && old_probs.size() % num_devices == 0) << "old_probs size " << old_probs.size();
+  PLACELAB_CHECK(choices.size() == advantages.size() && !choices.empty()) << "batch of " << choices.size();
+  const std::size_t G = old_probs.size() / num_devices;
+  PpoBatch b;
+  b.num_devices = num_devices;
+  b.old_probs.assign(old_probs.begin(), old_probs.end());
+  b.weight.assign(old_probs.size(), 0.0);
+  const double inv_k = 1.0 / static_cast<double>(choices.size());
+  for (std::size_t n = 0; n < choices.size(); ++n) {
+    PLACELAB_CHECK(choices[n].size() == G) << "choice " << n << " has " << choices[n].size() << " groups";
+    for (std::size_t m = 0; m < G; ++m) b.weight[m * num_devices + choices[n][m]] += advantages[n] * inv_k;
+  }
+  for (double p : old_probs)
+    if (p > 0) b.old_neg_entropy += p * std::log(p);
+  return b;
+}
+
+double ppo_objective(const SoftmaxTablePolicy& policy, const PpoBatch& batch, double beta, std::span<double> grad) {
+  const std::size_t G = policy.num_groups(), D = policy.num_devices();
+  PLACELAB_CHECK(batch.num_devices == D && batch.old_probs.size() == G * D) << "PPO batch shape";
+  PLACELAB_CHECK(grad.empty() || grad.size() == G * D) << "grad size " << grad.size();
+  const std::span<const double> logits = policy.logits();
+  std::vector<double> q(D), w(D);
+  double ratio_term = 0, cross = 0;  // cross = Σ p log q
+  for (std::size_t m = 0; m < G; ++m) {
+    const double* u = logits.data() + m * D;
+    const double* p = batch.old_probs.data() + m * D;
+    const double* s = batch.weight.data() + m * D;
+    const double mx = *std::max_element(u, u + D);
+    double sum = 0;
+    for (std::size_t j = 0; j < D; ++j) sum += (q[j] = std::exp(u[j] - mx));
+    const double lse = mx + std::log(sum);
+    double wsum = 0;
+    for (std::size_t j = 0; j < D; ++j) {
+      q[j] /= sum;
+      // log q from the logits: exact even where q underflows to 0.
+      if (p[j] > 0) cross += p[j] * (u[j] - lse);
+      w[j] = s[j] != 0 ? s[j] * q[j] / p[j] : 0.0;
+      ratio_term += w[j];
+      wsum += w[j];
+    }
+    if (grad.empty()) continue;
+    // ∂/∂u_k of Σ_j S_j q_j/p_j is w_k − q_k Σ_j w_j; of −β KL it is β (p_k − q_k).
+    double* g = grad.data() + m * D;
+    for (std::size_t k = 0; k < D; ++k) g[k] = w[k] - q[k] * wsum - beta * (q[k] - p[k]);
+  }
+  return ratio_term - beta * (batch.old_neg_entropy - cross);
+}
+
 double ppo_objective(const SoftmaxTablePolicy& policy, std::span<const double> old_probs,
                      std::span<const Choice> choices, std::span<const double> advantages, double beta,
                      std::span<double> grad) {
-  const std::size_t G = policy.num_groups(), D = policy.num_devices();
-  PLACELAB_CHECK(old_probs.size() == G * D) << "old_probs size " << old_probs.size();
-  PLACELAB_CHECK(choices.size() == advantages.size() && !choices.empty()) << "batch of " << choices.size();
-  PLACELAB_CHECK(grad.empty() || grad.size() == G * D) << "grad size " << grad.size();
-  const double inv_k = 1.0 / static_cast<double>(choices.size());
-  std::vector<double> q(G * D);
-  policy.probabilities(q);
-  if (!grad.empty()) std::fill(grad.begin(), grad.end(), 0.0);
-  double objective = 0;
-  for (std::size_t n = 0; n < choices.size(); ++n) {
-    const Choice& c = choices[n];
-    PLACELAB_CHECK(c.size() == G) << "choice " << n << " has " << c.size() << " groups";
-    const double a = advantages[n] * inv_k;
-    for (std::size_t m = 0; m < G; ++m) {
-      const std::size_t d = c[m];
-      const double ratio = q[m * D + d] / old_probs[m * D + d];
-      objective += a * ratio;
-      if (grad.empty()) continue;
-      // ∂r/∂u_k = r (δ_kd − q_k)
-      double* g = grad.data() + m * D;
-      const double w = a * ratio;
-      for (std::size_t k = 0; k < D; ++k) g[k] -= w * q[m * D + k];
-      g[d] += w;
-    }
-  }
-  double kl = 0;
-  for (std::size_t i = 0; i < G * D; ++i)
-    if (old_probs[i] > 0) kl += old_probs[i] * (std::log(old_probs[i]) - std::log(q[i]));
-  objective -= beta * kl;
-  if (!grad.empty())
-    for (std::size_t i = 0; i < G * D; ++i) grad[i] -= beta * (q[i] - old_probs[i]);
-  return objective;
+  return ppo_objective(policy, make_ppo_batch(old_probs, policy.num_devices(), choices, advantages), beta, grad);
 }
 
 double mean_kl(std::span<const double> p, std::span<const double> q, std::size_t num_devices) {
   PLACELAB_CHECK(p.size() == q.size() && num_devices > 0 && p.size() % num_devices == 0) << "KL shapes";
   double kl = 0;
+  // q below the smallest normal double is treated as that value: a finite (huge) divergence.
   for (std::size_t i = 0; i < p.size(); ++i)
-    if (p[i] > 0) kl += p[i] * (std::log(p[i]) - std::log(q[i]));
+    if (p[i] > 0) kl += p[i] * (std::log(p[i]) - std::log(std::max(q[i], std::numeric_limits<double>::min())));
   return kl / static_cast<double>(p.size() / num_devices);
 }
 

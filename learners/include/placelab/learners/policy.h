@@ -53,6 +53,9 @@ class SoftmaxTablePolicy {
 
   // Draws one device per group by inverse CDF with uniform01(rng); `out` has G entries.
   void sample(Rng& rng, std::span<uint16_t> out) const;
+  // The same draw from a precomputed probability table (G × D, from probabilities()), so a batch
+  // of samples computes the softmax once. Gives exactly what sample() gives for that table.
+  static void sample(std::span<const double> probs, std::size_t num_devices, Rng& rng, std::span<uint16_t> out);
   // The most probable device per group (lowest index on ties).
   Choice mode() const;
   // log f(choice) = Σ_m log softmax(u_m)_{choice_m}.
@@ -79,6 +82,18 @@ class SoftmaxTablePolicy {
 double ppo_objective(const SoftmaxTablePolicy& policy, std::span<const double> old_probs,
                      std::span<const Choice> choices, std::span<const double> advantages, double beta,
                      std::span<double> grad);
+
+// The same objective with the batch condensed once for the several SGA steps of an update: the
+// sum over samples collapses to S_mj = 1/K Σ_{n: d⁽ⁿ⁾_m = j} A_n, so a step costs O(G·D) whatever K.
+struct PpoBatch {
+  std::size_t num_devices = 0;
+  std::vector<double> old_probs;     // G × D
+  std::vector<double> weight;        // S, G × D
+  double old_neg_entropy = 0;        // Σ p log p of old_probs (the KL's constant part)
+};
+PpoBatch make_ppo_batch(std::span<const double> old_probs, std::size_t num_devices, std::span<const Choice> choices,
+                        std::span<const double> advantages);
+double ppo_objective(const SoftmaxTablePolicy& policy, const PpoBatch& batch, double beta, std::span<double> grad);
 
 // Mean over groups of KL(p_m ‖ q_m) between two G × D probability tables: the per-state KL that
 // PPO's β adaptation compares with its target.
