@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kFloatBytes = 4;
 
 std::string_view kGranularityNames[] = {"op", "layer"};
-std::string_view kOptimizerNames[] = {"sgd", "momentum", "rmsprop", "adam"};
+std::string_view kOptimizerNames[] = {"sgd", "momentum", "rmsprop", "adam", "adamw"};
 
 // numpy broadcasting of two shapes; empty optional when they are incompatible.
 std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
@@ -48,7 +48,7 @@ std::optional<Granularity> granularity_from_name(std::string_view name) {
 }
 std::string_view optimizer_name(Optimizer o) { return kOptimizerNames[static_cast<int>(o)]; }
 std::optional<Optimizer> optimizer_from_name(std::string_view name) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (kOptimizerNames[i] == name) return static_cast<Optimizer>(i);
   return std::nullopt;
 }
@@ -58,6 +58,7 @@ int optimizer_slots(Optimizer o) {
     case Optimizer::kMomentum: return 1;
     case Optimizer::kRmsProp: return 2;
     case Optimizer::kAdam: return 2;
+    case Optimizer::kAdamWeightDecay: return 2;
   }
   return 0;
 }
@@ -90,6 +91,7 @@ struct TrainingGraphBuilder::Impl {
     uint32_t read;
     bool trainable;
     bool sparse = false;  // gradient arrives as IndexedSlices (an embedding table)
+    bool moving_statistic = false;  // a batch-norm moving mean or variance
   };
   struct Frame {
     std::string prefix;  // full name prefix after this frame
@@ -211,15 +213,39 @@ struct TrainingGraphBuilder::Impl {
 
   // Sums a gradient down to `target` (the shape of a broadcast input), as TF's
   // reduce_sum + reshape after BroadcastGradientArgs.
-  Value reduce_to(Value grad, const Shape& target) {
+  Value reduce_to(Value grad, Shape target) {
     if (shp(grad) == target) return grad;
     Value s = emit1("Sum", KernelSignature::reduction(elems(grad), num_elements(target)), {grad}, target);
     return emit1("Reshape", KernelSignature::noop(), {s}, target);
   }
-  // Gradient pass for a binary broadcasting op: the BroadcastGradientArgs op TF computes the
-  // reduction axes with, when the shapes differ.
-  void broadcast_args(const GradCtx& g) {
-    if (shp(in(g, 0)) != shp(in(g, 1))) emit("BroadcastGradientArgs", "BroadcastGradientArgs", KernelSignature::noop(), {}, {Shape{}});
+  // --- TF 1.0 shape bookkeeping (options.shape_ops) ---
+  // A shape-arithmetic op: noop kernel, a small int32 vector out.
+  Value shape_op(std::string_view type, const std::vector<Value>& inputs, int64_t n = 1) {
+    return emit1(type, KernelSignature::noop(), inputs, Shape{n});
+  }
+  Value shape_of(Value v) { return shape_op("Shape", {v}, static_cast<int64_t>(shp(v).size())); }
+  // The gradient of a binary op's side: Sum over the broadcast axes and Reshape to the input's
+  // shape. With shape_ops they run even when nothing broadcasts (a Sum over no axes copies).
+  struct Broadcast {
+    Value sx, sy, rx, ry;
+  };
+  Broadcast broadcast_args(const GradCtx& g) {
+    if (!options.shape_ops) return {};
+    Value sx = shape_of(in(g, 0)), sy = shape_of(in(g, 1));
+    auto r = emit("BroadcastGradientArgs", "BroadcastGradientArgs", KernelSignature::noop(), {sx, sy},
+                  {Shape{static_cast<int64_t>(shp(out(g)).size())}, Shape{static_cast<int64_t>(shp(out(g)).size())}});
+    return {sx, sy, r[0], r[1]};
+  }
+  Value sum_to(Value grad, Shape target, Value axes, Value target_shape) {
+    if (!options.shape_ops) return reduce_to(grad, std::move(target));
+    Value s = emit1("Sum", KernelSignature::reduction(elems(grad), num_elements(target)), {grad, axes}, target);
+    return emit1("Reshape", KernelSignature::noop(), {s, target_shape}, target);
+  }
+  // TF's reshape gradient: Reshape(dy, Shape(x)).
+  Value reshape_back(Value dy_value, Value x) {
+    std::vector<Value> in{dy_value};
+    if (options.shape_ops) in.push_back(shape_of(x));
+    return emit1("Reshape", KernelSignature::noop(), in, shp(x));
   }
 
   Value unary(std::string_view type, Value x, std::string_view grad_type, bool grad_reads_output) {
@@ -240,31 +266,32 @@ struct TrainingGraphBuilder::Impl {
     int64_t e = num_elements(out);
     std::string_view type = kind == Bin::kAdd ? "Add" : kind == Bin::kSub ? "Sub" : kind == Bin::kMul ? "Mul" : "SquaredDifference";
     return emit1(type, ew(e, 2), {a, c}, out, [kind, e](Impl& b, GradCtx& g) {
-      b.broadcast_args(g);
+      Broadcast bc = b.broadcast_args(g);
       Value d = b.dy(g);
-      const Shape& sa = b.shp(b.in(g, 0));
-      const Shape& sc = b.shp(b.in(g, 1));
-      const Shape& so = b.shp(d);
+      // Copies: emitting grows the value table.
+      const Shape sa = b.shp(b.in(g, 0));
+      const Shape sc = b.shp(b.in(g, 1));
+      const Shape so = b.shp(d);
       switch (kind) {
         case Bin::kAdd:
-          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(d, sa));
-          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(d, sc));
+          if (b.needs(g, 0)) b.give(g, 0, b.sum_to(d, sa, bc.rx, bc.sx));
+          if (b.needs(g, 1)) b.give(g, 1, b.sum_to(d, sc, bc.ry, bc.sy));
           break;
         case Bin::kSub:
-          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(d, sa));
-          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(b.emit1("Neg", ew(e, 1), {d}, so), sc));
+          if (b.needs(g, 0)) b.give(g, 0, b.sum_to(d, sa, bc.rx, bc.sx));
+          if (b.needs(g, 1)) b.give(g, 1, b.sum_to(b.emit1("Neg", ew(e, 1), {d}, so), sc, bc.ry, bc.sy));
           break;
         case Bin::kMul:
-          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(b.emit1("Mul", ew(e, 2), {d, b.in(g, 1)}, so), sa));
-          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(b.emit1("Mul", ew(e, 2), {d, b.in(g, 0)}, so), sc));
+          if (b.needs(g, 0)) b.give(g, 0, b.sum_to(b.emit1("Mul", ew(e, 2), {d, b.in(g, 1)}, so), sa, bc.rx, bc.sx));
+          if (b.needs(g, 1)) b.give(g, 1, b.sum_to(b.emit1("Mul", ew(e, 2), {d, b.in(g, 0)}, so), sc, bc.ry, bc.sy));
           break;
         case Bin::kSqDiff: {
           // TF: scalar_mul(2, grad) * (x - y), then Neg for y.
           Value two = b.emit1("Mul", ew(e, 1), {d}, so);
           Value diff = b.emit1("sub", ew(e, 2), {b.in(g, 0), b.in(g, 1)}, so);
           Value gx = b.emit1("mul", ew(e, 2), {two, diff}, so);
-          if (b.needs(g, 0)) b.give(g, 0, b.reduce_to(gx, sa));
-          if (b.needs(g, 1)) b.give(g, 1, b.reduce_to(b.emit1("Neg", ew(e, 1), {gx}, so), sc));
+          if (b.needs(g, 0)) b.give(g, 0, b.sum_to(gx, sa, bc.rx, bc.sx));
+          if (b.needs(g, 1)) b.give(g, 1, b.sum_to(b.emit1("Neg", ew(e, 1), {gx}, so), sc, bc.ry, bc.sy));
           break;
         }
       }
@@ -289,27 +316,48 @@ struct TrainingGraphBuilder::Impl {
     return emit1(mean ? "Mean" : "Sum", KernelSignature::reduction(ein, num_elements(out)), {x}, out,
                  [mean, kept, in_shape, ein](Impl& b, GradCtx& g) {
                    // TF's _SumGrad/_MeanGrad: reshape to the kept shape, tile, (divide).
-                   Value r = b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, kept);
-                   Value t = b.emit1("Tile", ew(ein, 1), {r}, in_shape);
-                   if (mean) t = b.emit1("truediv", ew(ein, 1), {t}, in_shape);
+                   if (!b.options.shape_ops) {
+                     Value r = b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, kept);
+                     Value t = b.emit1("Tile", ew(ein, 1), {r}, in_shape);
+                     if (mean) t = b.emit1("truediv", ew(ein, 1), {t}, in_shape);
+                     b.give(g, 0, t);
+                     return;
+                   }
+                   // reduced_shape(Shape(x), axes) and the tile multiples, as TF 1.0 computed them.
+                   const auto rank = static_cast<int64_t>(in_shape.size());
+                   Value sx = b.shape_of(b.in(g, 0));
+                   Value size = b.shape_op("Size", {sx});
+                   Value axis_ids = b.shape_op("mod", {b.shape_op("add", {size})});
+                   Value range = b.shape_op("range", {size}, rank);
+                   Value ones = b.shape_op("Fill", {b.shape_op("Shape", {axis_ids})});
+                   Value kept_shape = b.shape_op("DynamicStitch", {range, axis_ids, sx, ones}, rank);
+                   Value multiples = b.shape_op("floordiv", {sx, b.shape_op("Maximum", {kept_shape}, rank)}, rank);
+                   Value r = b.emit1("Reshape", KernelSignature::noop(), {b.dy(g), kept_shape}, kept);
+                   Value t = b.emit1("Tile", ew(ein, 1), {r, multiples}, in_shape);
+                   if (mean) {
+                     Value in_size = b.shape_op("Prod", {b.shape_of(b.in(g, 0))});
+                     Value out_size = b.shape_op("Prod", {b.shape_of(b.out(g))});
+                     Value factor = b.shape_op("Cast", {b.shape_op("floordiv", {in_size, b.shape_op("Maximum", {out_size})})});
+                     t = b.emit1("truediv", ew(ein, 1), {t, factor}, in_shape);
+                   }
                    b.give(g, 0, t);
                  });
   }
 
-  Value variable(std::string_view name, const Shape& shape, bool trainable) {
-    PLACELAB_CHECK(phase == Phase::kForward) << "variables are created in the forward description";
+  Value variable(std::string_view name, Shape shape, bool trainable) {
+    PLACELAB_CHECK(phase != Phase::kBackward) << "variables are created in the forward description or by updates";
     int64_t bytes = num_elements(shape) * kFloatBytes;
     std::string p = prefix();
     std::string var_name = unique_name(p.empty() ? std::string(name) : p + "/" + std::string(name));
     NodeRec var;
-    var.op = {.name = var_name, .type = "VariableV2", .phase = Phase::kForward, .persistent_bytes = bytes,
+    var.op = {.name = var_name, .type = "VariableV2", .phase = phase, .persistent_bytes = bytes,
               .layer = layer(), .colocation = var_name};
     var.block = block();
     uint32_t var_node = static_cast<uint32_t>(nodes.size());
     nodes.push_back(std::move(var));
     name_count.emplace(var_name + "/read", 0);
     NodeRec read;
-    read.op = {.name = var_name + "/read", .type = "Identity", .phase = Phase::kForward, .layer = layer(),
+    read.op = {.name = var_name + "/read", .type = "Identity", .phase = phase, .layer = layer(),
                .colocation = var_name};
     read.block = block();
     read.controls.push_back(var_node);  // the read aliases the variable's buffer on its device
@@ -321,7 +369,6 @@ struct TrainingGraphBuilder::Impl {
     vars.push_back({var_node, read_value, trainable});
     if (trainable) {
       build_stats.parameters += num_elements(shape);
-      if (options.weight_decay > 0 && shape.size() >= 2) regularized.push_back(read_value);
     }
     return {read_value};
   }
@@ -329,7 +376,7 @@ struct TrainingGraphBuilder::Impl {
   // tf.train.assign_moving_average(shadow, value): sub, mul, AssignSub, colocated with `shadow`.
   void moving_average(uint32_t shadow_var, Value value) {
     const VarRec& v = vars[static_cast<std::size_t>(shadow_var)];
-    const Op& shadow = nodes[v.node].op;
+    const std::string colocation = nodes[v.node].op.colocation;  // a copy: emit() grows `nodes`
     int64_t e = num_elements(values[v.read].shape);
     Phase saved_phase = phase;
     phase = Phase::kUpdate;
@@ -337,20 +384,146 @@ struct TrainingGraphBuilder::Impl {
     Value scaled = emit1("Mul", ew(e, 1), {diff}, values[v.read].shape);
     std::vector<Value> assign = emit("AssignSub", "AssignMovingAvg", ew(e, 2), {scaled}, {values[v.read].shape});
     nodes[values[assign[0].id].node].controls.push_back(v.node);
-    for (Value x : {diff, scaled, assign[0]}) nodes[values[x.id].node].op.colocation = shadow.colocation;
+    for (Value x : {diff, scaled, assign[0]}) nodes[values[x.id].node].op.colocation = colocation;
     phase = saved_phase;
   }
 
   // x + constant (the constant is folded into the kernel; its gradient passes through).
   Value add_const(Value x) {
-    return emit1("add", ew(elems(x), 1), {x}, shp(x), [](Impl& b, GradCtx& g) { b.give(g, 0, b.dy(g)); });
+    return emit1("add", ew(elems(x), 1), {x}, shp(x), [](Impl& b, GradCtx& g) {
+      // A binary op with a scalar constant: with shape_ops its x side is Sum + Reshape.
+      Value d = b.dy(g);
+      if (b.options.shape_ops) {
+        Value sx = b.shape_of(b.in(g, 0));
+        Value bga = b.shape_op("BroadcastGradientArgs", {sx, b.shape_op("Shape", {})});
+        d = b.sum_to(d, b.shp(b.in(g, 0)), bga, sx);
+      }
+      b.give(g, 0, d);
+    });
   }
   Value batch_norm(Value x, bool with_scale);
   Value layer_norm(Value x);
   Value norm_decomposed(Value x, const std::vector<int>& axes, Value gamma, Value beta, bool keep_moving,
                         Value moving_mean, Value moving_var);
   void backward();
-  void updates();
+
+  // tf.clip_by_global_norm over every variable gradient: an L2Loss per gradient, the global norm,
+  // the scale, then gradient · scale. Every update therefore waits for every gradient.
+  void clip_by_global_norm(std::vector<uint32_t>& var_grad) {
+    phase = Phase::kBackward;
+    overriding = true;
+    override_block = "clip_by_global_norm";
+    override_layer = -1;
+    override_colocation.clear();
+    std::vector<Value> norms;
+    for (uint32_t& g : var_grad) {
+      if (g == UINT32_MAX) continue;
+      override_prefix = "global_norm";
+      norms.push_back(emit1("L2Loss", KernelSignature::reduction(num_elements(values[g].shape), 1), {Value{g}}, Shape{}));
+    }
+    if (norms.empty()) return;
+    const auto k = static_cast<int64_t>(norms.size());
+    override_prefix = "global_norm";
+    Value stacked = emit1("stack", KernelSignature::copy(k * kFloatBytes), norms, Shape{k});
+    Value total = emit1("Sum", KernelSignature::reduction(k, 1), {stacked}, Shape{});
+    Value norm = emit1("global_norm", ew(1, 1), {emit1("mul", ew(1, 1), {total}, Shape{})}, Shape{});
+    override_prefix = "clip_by_global_norm";
+    Value scale = emit1("mul", ew(1, 2), {emit1("Minimum", ew(1, 2), {emit1("truediv", ew(1, 1), {norm}, Shape{})}, Shape{})},
+                        Shape{});
+    for (uint32_t& g : var_grad) {
+      if (g == UINT32_MAX) continue;
+      Shape gs = values[g].shape;
+      Value clipped = emit1("mul", ew(num_elements(gs), 2), {Value{g}, scale}, gs);
+      g = emit1("Identity", KernelSignature::noop(), {clipped}, gs).id;
+    }
+  }
+
+  // The optimizer's update of variable `vi` with gradient `grad`, colocated with the variable.
+  void apply_update(uint32_t vi, uint32_t grad) {
+    static constexpr std::string_view kApply[] = {"ApplyGradientDescent", "ApplyMomentum", "ApplyRMSProp", "ApplyAdam"};
+    static constexpr std::string_view kSparseApply[] = {"ScatterSub", "SparseApplyMomentum", "SparseApplyRMSProp",
+                                                        "SparseApplyAdam"};
+    static constexpr std::string_view kPrefix[] = {"GradientDescent", "Momentum", "RMSProp", "Adam", "AdamWeightDecay"};
+    const VarRec v = vars[vi];
+    const std::string var_name = nodes[v.node].op.name;
+    const Shape shape = values[v.read].shape;
+    const int64_t params = num_elements(shape);
+    const int slots = optimizer_slots(options.optimizer);
+    const auto opt = static_cast<std::size_t>(options.optimizer);
+    phase = Phase::kUpdate;
+    overriding = true;
+    override_prefix = std::string(kPrefix[opt]) + "/update_" + var_name;
+    override_block = nodes[v.node].block;
+    override_layer = nodes[v.node].op.layer;
+    override_colocation = var_name;
+    uint32_t last = UINT32_MAX;
+    if (options.optimizer == Optimizer::kAdamWeightDecay) {
+      last = adam_weight_decay(vi, grad);
+    } else {
+      // Sparse updates touch the looked-up rows, except TF 1.x Adam, which decays all of m and v.
+      int64_t e = v.sparse && options.optimizer != Optimizer::kAdam ? num_elements(values[grad].shape) : params;
+      std::string_view type = v.sparse ? kSparseApply[opt] : kApply[opt];
+      Value applied = emit1(type, ew(e, 2 + slots), {Value{grad}}, shape);
+      NodeRec& apply = nodes[values[applied.id].node];
+      apply.op.output_bytes = 0;  // updates the variable in place
+      apply.op.persistent_bytes = static_cast<int64_t>(slots) * params * kFloatBytes;
+      apply.controls.push_back(v.node);
+      last = values[applied.id].node;
+    }
+    if (options.variable_moving_averages) shadow_average(vi, last);
+  }
+
+  // BERT's AdamWeightDecayOptimizer, which is written with TF ops per variable: m and v slot
+  // variables, the moment updates, the decoupled weight decay (not for LayerNorm and biases, i.e.
+  // rank-1 variables) and three Assigns. A sparse gradient is first densified
+  // (UnsortedSegmentSum), as TF does when Python arithmetic meets IndexedSlices.
+  uint32_t adam_weight_decay(uint32_t vi, uint32_t grad) {
+    const VarRec v = vars[vi];
+    const Shape shape = values[v.read].shape;
+    const int64_t e = num_elements(shape);
+    const std::string var_name = nodes[v.node].op.name;
+    const std::string prefix = override_prefix;
+    override_prefix.clear();
+    Value m = variable(var_name + "/adam_m", shape, false);
+    Value vv = variable(var_name + "/adam_v", shape, false);
+    override_prefix = prefix;
+    Value g{grad};
+    if (v.sparse)
+      g = emit1("UnsortedSegmentSum", KernelSignature::embedding(shape[0], shape[1], values[grad].shape[0]), {g}, shape);
+    Value m_new = emit1("add", ew(e, 2), {emit1("mul", ew(e, 1), {m}, shape), emit1("mul", ew(e, 1), {g}, shape)}, shape);
+    Value v_new = emit1("add", ew(e, 2),
+                        {emit1("mul", ew(e, 1), {vv}, shape), emit1("mul", ew(e, 1), {emit1("Square", ew(e, 1), {g}, shape)}, shape)},
+                        shape);
+    Value update = emit1("truediv", ew(e, 2), {m_new, emit1("add", ew(e, 1), {emit1("Sqrt", ew(e, 1), {v_new}, shape)}, shape)}, shape);
+    if (shape.size() >= 2) update = emit1("add", ew(e, 2), {update, emit1("mul", ew(e, 1), {Value{v.read}}, shape)}, shape);
+    Value next = emit1("sub", ew(e, 2), {Value{v.read}, emit1("mul", ew(e, 1), {update}, shape)}, shape);
+    uint32_t last = UINT32_MAX;
+    for (auto [src, target] : {std::pair{next, v.node}, std::pair{m_new, values[m.id].node}, std::pair{v_new, values[vv.id].node}}) {
+      Value assigned = emit1("Assign", ew(e, 1), {src}, shape);
+      NodeRec& a = nodes[values[assigned.id].node];
+      a.op.output_bytes = 0;
+      a.controls.push_back(target);
+      last = values[assigned.id].node;
+    }
+    return last;
+  }
+
+  // tf.train.ExponentialMovingAverage of variable `vi`: a shadow variable and sub, mul, AssignSub,
+  // after `after` (the variable's update) when given.
+  void shadow_average(uint32_t vi, uint32_t after) {
+    const VarRec v = vars[vi];
+    const std::string var_name = nodes[v.node].op.name;
+    phase = Phase::kUpdate;
+    overriding = true;
+    override_prefix.clear();
+    override_block = nodes[v.node].block;
+    override_layer = nodes[v.node].op.layer;
+    override_colocation = var_name;
+    Value shadow = variable(var_name + "/ExponentialMovingAverage", values[v.read].shape, false);
+    if (after != UINT32_MAX) nodes[values[shadow.id].node].controls.push_back(after);
+    moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read});
+    if (after != UINT32_MAX) nodes.back().controls.push_back(after);
+  }
   OpGraph to_graph() const;
   OpGraph to_layer_graph(const OpGraph& g) const;
 };
@@ -368,12 +541,10 @@ Value TrainingGraphBuilder::Impl::norm_decomposed(Value x, const std::vector<int
   Shape stat = shp(beta);
   bool squeeze = keep_moving;  // batch norm squeezes the statistics to [C]
   if (squeeze) {
-    mean = emit1("Squeeze", KernelSignature::noop(), {mean}, stat, [](Impl& b, GradCtx& g) {
-      b.give(g, 0, b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, b.shp(b.in(g, 0))));
-    });
-    var = emit1("Squeeze", KernelSignature::noop(), {var}, stat, [](Impl& b, GradCtx& g) {
-      b.give(g, 0, b.emit1("Reshape", KernelSignature::noop(), {b.dy(g)}, b.shp(b.in(g, 0))));
-    });
+    mean = emit1("Squeeze", KernelSignature::noop(), {mean}, stat,
+                 [](Impl& b, GradCtx& g) { b.give(g, 0, b.reshape_back(b.dy(g), b.in(g, 0))); });
+    var = emit1("Squeeze", KernelSignature::noop(), {var}, stat,
+                [](Impl& b, GradCtx& g) { b.give(g, 0, b.reshape_back(b.dy(g), b.in(g, 0))); });
   }
   Value inv = unary("Rsqrt", add_const(var), "RsqrtGrad", true);
   if (gamma.valid()) inv = binary(Bin::kMul, inv, gamma);
@@ -393,6 +564,8 @@ Value TrainingGraphBuilder::Impl::batch_norm(Value x, bool with_scale) {
   Value beta = variable("beta", c, true);
   Value mm = variable("moving_mean", c, false);
   Value mv = variable("moving_variance", c, false);
+  vars[static_cast<std::size_t>(values[mm.id].var)].moving_statistic = true;
+  vars[static_cast<std::size_t>(values[mv.id].var)].moving_statistic = true;
   std::vector<int> axes;
   for (int i = 0; i + 1 < static_cast<int>(xs.size()); ++i) axes.push_back(i);
   if (options.batch_norm == BatchNormStyle::kDecomposed) return norm_decomposed(x, axes, gamma, beta, true, mm, mv);
@@ -490,44 +663,23 @@ void TrainingGraphBuilder::Impl::backward() {
     }
   }
 
-  // Variable gradients and updates.
-  static constexpr std::string_view kApply[] = {"ApplyGradientDescent", "ApplyMomentum", "ApplyRMSProp", "ApplyAdam"};
-  static constexpr std::string_view kSparseApply[] = {"ScatterSub", "SparseApplyMomentum", "SparseApplyRMSProp",
-                                                      "SparseApplyAdam"};
-  static constexpr std::string_view kPrefix[] = {"GradientDescent", "Momentum", "RMSProp", "Adam"};
-  const int slots = optimizer_slots(options.optimizer);
-  const auto opt = static_cast<std::size_t>(options.optimizer);
+  // Variable gradients: aggregated per variable, optionally clipped by their global norm.
   const std::size_t num_vars = vars.size();
+  std::vector<uint32_t> var_grad(num_vars, UINT32_MAX);
   for (std::size_t vi = 0; vi < num_vars; ++vi) {
-    VarRec v = vars[vi];
-    if (!v.trainable) continue;
-    const std::string var_name = nodes[v.node].op.name;
-    phase = Phase::kBackward;
-    set_context(v.node, "gradients");
+    if (!vars[vi].trainable) continue;
+    set_context(vars[vi].node, "gradients");
     override_colocation.clear();
-    uint32_t grad = aggregate(v.read);
-    if (grad == UINT32_MAX) continue;  // not on the loss's path: TF applies nothing
-    phase = Phase::kUpdate;
-    set_context(v.node, std::string(kPrefix[opt]) + "/update_" + var_name);
-    override_colocation = var_name;
-    int64_t params = num_elements(values[v.read].shape);
-    // Sparse updates touch the looked-up rows, except TF 1.x Adam, which decays all of m and v.
-    int64_t e = v.sparse && options.optimizer != Optimizer::kAdam ? num_elements(values[grad].shape) : params;
-    std::string_view type = v.sparse ? kSparseApply[opt] : kApply[opt];
-    Value applied = emit1(type, ew(e, 2 + slots), {Value{grad}}, values[v.read].shape);
-    NodeRec& apply = nodes[values[applied.id].node];
-    apply.op.output_bytes = 0;  // updates the variable in place
-    apply.op.persistent_bytes = static_cast<int64_t>(slots) * params * kFloatBytes;
-    apply.controls.push_back(v.node);
-    uint32_t apply_node = values[applied.id].node;
-    if (options.variable_moving_averages) {
-      phase = Phase::kForward;
-      override_prefix.clear();
-      Value shadow = variable(var_name + "/ExponentialMovingAverage", values[v.read].shape, false);
-      nodes[values[shadow.id].node].controls.push_back(apply_node);
-      moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read});
-      nodes.back().controls.push_back(apply_node);
-    }
+    var_grad[vi] = aggregate(vars[vi].read);  // UINT32_MAX: not on the loss's path, TF applies nothing
+  }
+  if (options.clip_gradients) clip_by_global_norm(var_grad);
+  for (std::size_t vi = 0; vi < num_vars; ++vi)
+    if (var_grad[vi] != UINT32_MAX) apply_update(static_cast<uint32_t>(vi), var_grad[vi]);
+  if (options.variable_moving_averages) {
+    // Shadows of the batch-norm statistics too: tensorflow/models/inception averages
+    // trainable_variables() + moving_average_variables().
+    for (std::size_t vi = 0; vi < num_vars; ++vi)
+      if (vars[vi].moving_statistic) shadow_average(static_cast<uint32_t>(vi), UINT32_MAX);
   }
   overriding = false;
   phase = Phase::kForward;
@@ -665,12 +817,17 @@ Value TrainingGraphBuilder::conv2d(Value x, Value w, int64_t stride, int64_t pad
   int64_t sh = sym ? h : h + 2 * pad_h, sw = sym ? wd : wd + 2 * pad_w, sp = sym ? pad_h : 0;
   auto sig = [=](KernelClass cls) { return KernelSignature::conv2d(cls, n, c, sh, sw, k, r, s, stride, sp); };
   return b.emit1("Conv2D", sig(KernelClass::kConv2D), {x, w}, {n, ho, wo, k}, [sig](Impl& bb, Impl::GradCtx& g) {
-    if (bb.needs(g, 0))
-      bb.give(g, 0, bb.emit1("Conv2DBackpropInput", sig(KernelClass::kConv2DBackpropInput), {bb.in(g, 1), bb.dy(g)},
-                             bb.shp(bb.in(g, 0))));
-    if (bb.needs(g, 1))
-      bb.give(g, 1, bb.emit1("Conv2DBackpropFilter", sig(KernelClass::kConv2DBackpropFilter), {bb.in(g, 0), bb.dy(g)},
-                             bb.shp(bb.in(g, 1))));
+    // TF 1.x passes the input and filter sizes as Shape ops (shape_ops).
+    if (bb.needs(g, 0)) {
+      std::vector<Value> in{bb.in(g, 1), bb.dy(g)};
+      if (bb.options.shape_ops) in.push_back(bb.shape_of(bb.in(g, 0)));
+      bb.give(g, 0, bb.emit1("Conv2DBackpropInput", sig(KernelClass::kConv2DBackpropInput), in, bb.shp(bb.in(g, 0))));
+    }
+    if (bb.needs(g, 1)) {
+      std::vector<Value> in{bb.in(g, 0), bb.dy(g)};
+      if (bb.options.shape_ops) in.push_back(bb.shape_of(bb.in(g, 1)));
+      bb.give(g, 1, bb.emit1("Conv2DBackpropFilter", sig(KernelClass::kConv2DBackpropFilter), in, bb.shp(bb.in(g, 1))));
+    }
   });
 }
 
@@ -737,7 +894,13 @@ Value TrainingGraphBuilder::scale(Value x, double /*factor*/) {
   Impl& b = *impl_;
   int64_t e = b.elems(x);
   return b.emit1("Mul", Impl::ew(e, 1), {x}, b.shp(x), [e](Impl& bb, Impl::GradCtx& g) {
-    bb.give(g, 0, bb.emit1("Mul", Impl::ew(e, 1), {bb.dy(g)}, bb.shp(bb.dy(g))));
+    Value d = bb.emit1("Mul", Impl::ew(e, 1), {bb.dy(g)}, bb.shp(bb.dy(g)));
+    if (bb.options.shape_ops) {
+      Value sx = bb.shape_of(bb.in(g, 0));
+      Value bga = bb.shape_op("BroadcastGradientArgs", {sx, bb.shape_op("Shape", {})});
+      d = bb.sum_to(d, bb.shp(bb.in(g, 0)), bga, sx);
+    }
+    bb.give(g, 0, d);
   });
 }
 Value TrainingGraphBuilder::add_constant(Value x, double /*c*/) { return impl_->add_const(x); }
@@ -749,8 +912,17 @@ Value TrainingGraphBuilder::pow(Value x, double /*exponent*/) {
     Shape s = bb.shp(bb.in(g, 0));
     Value p1 = bb.emit1("Pow", Impl::ew(e, 1), {bb.in(g, 0)}, s);
     Value scaled = bb.emit1("mul", Impl::ew(e, 1), {p1}, s);
-    bb.give(g, 0, bb.emit1("mul", Impl::ew(e, 2), {bb.dy(g), scaled}, s));
+    Value d = bb.emit1("mul", Impl::ew(e, 2), {bb.dy(g), scaled}, s);
+    if (bb.options.shape_ops) {
+      Value sx = bb.shape_of(bb.in(g, 0));
+      Value bga = bb.shape_op("BroadcastGradientArgs", {sx, bb.shape_op("Shape", {})});
+      d = bb.sum_to(d, s, bga, sx);
+    }
+    bb.give(g, 0, d);
   });
+}
+Value TrainingGraphBuilder::zeros(const Shape& shape) {
+  return impl_->emit1("zeros", Impl::ew(num_elements(shape), 1), {}, shape);
 }
 Value TrainingGraphBuilder::stop_gradient(Value x) {
   Impl& b = *impl_;
@@ -810,11 +982,15 @@ Value TrainingGraphBuilder::concat(const std::vector<Value>& vs, int axis) {
   }
   if (vs.size() == 1) return vs[0];
   return b.emit1("ConcatV2", KernelSignature::copy(bytes), vs, out, [n = vs.size()](Impl& bb, Impl::GradCtx& g) {
-    bb.emit("ConcatOffset", "ConcatOffset", KernelSignature::noop(), {}, {Shape{static_cast<int64_t>(n)}});
+    std::vector<Value> shapes;
+    if (bb.options.shape_ops)
+      for (std::size_t i = 0; i < n; ++i) shapes.push_back(bb.shape_of(bb.in(g, i)));
+    // ConcatOffset gives each input's offset; a Slice of dy per input that needs a gradient.
+    Value offsets = bb.emit1("ConcatOffset", KernelSignature::noop(), shapes, Shape{static_cast<int64_t>(n)});
     for (std::size_t i = 0; i < n; ++i)
       if (bb.needs(g, i)) {
-        const Shape& s = bb.shp(bb.in(g, i));
-        bb.give(g, i, bb.emit1("Slice", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g)}, s));
+        const Shape s = bb.shp(bb.in(g, i));
+        bb.give(g, i, bb.emit1("Slice", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g), offsets}, s));
       }
   });
 }
@@ -834,7 +1010,7 @@ std::vector<Value> TrainingGraphBuilder::split(Value x, int axis, int parts) {
                     if (g.dy[i] != UINT32_MAX) {
                       parts_grad.push_back({g.dy[i]});
                     } else {
-                      const Shape& s = bb.shp(bb.out(g, i));
+                      const Shape s = bb.shp(bb.out(g, i));
                       parts_grad.push_back(bb.emit1("zeros_like", Impl::ew(num_elements(s), 1), {bb.out(g, i)}, s));
                     }
                   }
@@ -846,7 +1022,7 @@ Value TrainingGraphBuilder::reshape(Value x, const Shape& shape) {
   Impl& b = *impl_;
   PLACELAB_CHECK(num_elements(shape) == b.elems(x)) << "reshape " << shape_text(b.shp(x)) << " to " << shape_text(shape);
   return b.emit1("Reshape", KernelSignature::noop(), {x}, shape, [](Impl& bb, Impl::GradCtx& g) {
-    bb.give(g, 0, bb.emit1("Reshape", KernelSignature::noop(), {bb.dy(g)}, bb.shp(bb.in(g, 0))));
+    bb.give(g, 0, bb.reshape_back(bb.dy(g), bb.in(g, 0)));
   });
 }
 
@@ -858,7 +1034,9 @@ Value TrainingGraphBuilder::transpose(Value x, const std::vector<int>& perm) {
   for (int p : perm) out.push_back(xs[static_cast<std::size_t>(p)]);
   int64_t bytes = b.val(x).bytes;
   return b.emit1("Transpose", KernelSignature::copy(bytes), {x}, out, [bytes](Impl& bb, Impl::GradCtx& g) {
-    bb.give(g, 0, bb.emit1("Transpose", KernelSignature::copy(bytes), {bb.dy(g)}, bb.shp(bb.in(g, 0))));
+    std::vector<Value> in{bb.dy(g)};
+    if (bb.options.shape_ops) in.push_back(bb.shape_op("InvertPermutation", {}, static_cast<int64_t>(bb.shp(bb.dy(g)).size())));
+    bb.give(g, 0, bb.emit1("Transpose", KernelSignature::copy(bytes), in, bb.shp(bb.in(g, 0))));
   });
 }
 
@@ -905,7 +1083,16 @@ Value TrainingGraphBuilder::gather(Value table, Value ids) {
   return b.emit1("GatherV2", KernelSignature::embedding(ts[0], ts[1], lookups), {table, ids}, out,
                  [lookups, dim = ts[1]](Impl& bb, Impl::GradCtx& g) {
                    // IndexedSlices: the output gradient rows, applied sparsely to the table.
-                   bb.give(g, 0, bb.emit1("Reshape", KernelSignature::noop(), {bb.dy(g)}, Shape{lookups, dim}));
+                   std::vector<Value> in{bb.dy(g)};
+                   if (bb.options.shape_ops) {
+                     // values_shape = concat([Size(ids)], Shape(table)[1:]); indices reshaped to it.
+                     Value size = bb.shape_op("ExpandDims", {bb.shape_op("Size", {bb.in(g, 1)})});
+                     Value tail = bb.shape_op("strided_slice", {bb.shape_op("ToInt32", {bb.shape_of(bb.in(g, 0))})});
+                     Value values_shape = bb.shape_op("concat", {size, tail}, 2);
+                     bb.emit1("Reshape", KernelSignature::noop(), {bb.in(g, 1), size}, Shape{lookups});
+                     in.push_back(values_shape);
+                   }
+                   bb.give(g, 0, bb.emit1("Reshape", KernelSignature::noop(), in, Shape{lookups, dim}));
                  });
 }
 
@@ -955,7 +1142,7 @@ void TrainingGraphBuilder::minimize(Value loss) {
     Value l2 = b.emit1("L2Loss", KernelSignature::reduction(e, 1), {Value{r}}, Shape{}, [e](Impl& bb, Impl::GradCtx& g) {
       bb.give(g, 0, bb.emit1("mul", Impl::ew(e, 2), {bb.in(g, 0), bb.dy(g)}, bb.shp(bb.in(g, 0))));
     });
-    terms.push_back(scale(l2, b.options.weight_decay));
+    terms.push_back(scale(l2, 0));
     b.overriding = false;
   }
   if (terms.size() > 1) {
@@ -965,7 +1152,29 @@ void TrainingGraphBuilder::minimize(Value loss) {
   b.loss = loss.id;
 }
 
-const Shape& TrainingGraphBuilder::shape(Value v) const { return impl_->shp(v); }
+void TrainingGraphBuilder::add_weight_decay(Value variable_read, double /*decay*/) {
+  Impl& b = *impl_;
+  const Impl::ValueRec& v = b.val(variable_read);
+  PLACELAB_CHECK(v.var >= 0 && b.vars[static_cast<std::size_t>(v.var)].trainable) << "weight decay needs a trainable variable";
+  PLACELAB_CHECK(b.loss == UINT32_MAX) << "add_weight_decay after minimize()";
+  b.regularized.push_back(variable_read.id);
+}
+
+Value TrainingGraphBuilder::dropout(Value x, double /*rate*/) {
+  Impl& b = *impl_;
+  const Shape s = b.shp(x);
+  int64_t e = b.elems(x);
+  auto s1 = scope("dropout");
+  Value u = b.emit1("RandomUniform", Impl::ew(e, 1), {}, s);
+  Value keep = b.emit1("add", Impl::ew(e, 1), {u}, s);
+  Value mask = b.emit1("Floor", Impl::ew(e, 1), {keep}, s);
+  Value scaled = b.emit1("div", Impl::ew(e, 1), {x}, s, [e](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("div", Impl::ew(e, 1), {bb.dy(g)}, bb.shp(bb.dy(g))));
+  });
+  return mul(scaled, mask);
+}
+
+Shape TrainingGraphBuilder::shape(Value v) const { return impl_->shp(v); }
 
 OpGraph TrainingGraphBuilder::finish() && {
   Impl& b = *impl_;

@@ -30,16 +30,18 @@ namespace placelab::models {
 // layer scope and phase merged into one node (flops and bytes summed, the kernel of its heaviest
 // member), for quick runs.
 enum class Granularity : uint8_t { kOp, kLayer };
-enum class Optimizer : uint8_t { kSgd, kMomentum, kRmsProp, kAdam };
+// kAdamWeightDecay: BERT's optimizer, built from elementwise TF ops per variable (not one
+// fused Apply op), with its m and v as slot variables.
+enum class Optimizer : uint8_t { kSgd, kMomentum, kRmsProp, kAdam, kAdamWeightDecay };
 // kFused: one FusedBatchNorm / FusedBatchNormGrad op (TF ≥ 1.3 default in tf.layers).
 // kDecomposed: moments + batch_normalization elementwise ops and their gradients (TF 1.0 slim).
 enum class BatchNormStyle : uint8_t { kFused, kDecomposed };
 
 std::string_view granularity_name(Granularity g);      // "op", "layer"
 std::optional<Granularity> granularity_from_name(std::string_view name);
-std::string_view optimizer_name(Optimizer o);          // "sgd", "momentum", "rmsprop", "adam"
+std::string_view optimizer_name(Optimizer o);          // "sgd", "momentum", "rmsprop", "adam", "adamw"
 std::optional<Optimizer> optimizer_from_name(std::string_view name);
-// Optimizer slot variables per parameter (momentum 1, RMSProp 2: ms and mom, Adam 2: m and v).
+// Optimizer slot variables per parameter (momentum 1, RMSProp 2: ms and mom, Adam and AdamW 2: m and v).
 int optimizer_slots(Optimizer o);
 
 struct BuilderOptions {
@@ -49,12 +51,16 @@ struct BuilderOptions {
   // TF's colocate_gradients_with_ops: each gradient op gets the colocation key of the forward op
   // it differentiates (forward ops then carry their own name as key).
   bool colocate_gradients_with_ops = false;
-  // L2 weight decay as the TF 1.x models did it: L2Loss · decay of every trainable variable of
-  // rank ≥ 2, added to the loss (its gradient ops run every step). 0 disables.
-  double weight_decay = 0;
   // tf.train.ExponentialMovingAverage over the trainable variables after each update (the
   // CIFAR-10 tutorial and tensorflow/models/inception did): a shadow variable and 3 ops per variable.
   bool variable_moving_averages = false;
+  // tf.clip_by_global_norm of all gradients before the updates (the seq2seq and BERT scripts).
+  bool clip_gradients = false;
+  // Emit the shape bookkeeping ops TF 1.0–1.2 gradient functions built and ran every step before
+  // Grappler folded them: Shape, BroadcastGradientArgs and the reduction-index ops, plus the
+  // Sum/Reshape pair on each side of every binary op's gradient even when nothing broadcasts.
+  // They carry noop kernels (no FLOPs) but are real ops with data edges.
+  bool shape_ops = false;
 };
 
 // Dimensions of a tensor, outermost first (NHWC for images, [batch, features] for dense layers).
@@ -113,6 +119,9 @@ class TrainingGraphBuilder {
   // A non-trainable variable (e.g. batch-norm moving statistics): persistent, never updated by
   // the optimizer, not counted as a parameter.
   Value non_trainable_variable(std::string_view name, const Shape& shape);
+  // L2 weight decay on a trainable variable (its read), as the TF 1.x models added it:
+  // L2Loss · decay added to the loss at minimize(); its gradient ops run every step.
+  void add_weight_decay(Value variable_read, double decay);
 
   // --- Forward ops. Each records how to differentiate itself; shapes are checked with
   // PLACELAB_CHECK (a generator bug, not user input).
@@ -141,7 +150,11 @@ class TrainingGraphBuilder {
   Value scale(Value x, double factor);  // x * constant
   Value add_constant(Value x, double c);
   Value pow(Value x, double exponent);
+  Value zeros(const Shape& shape);  // a tensor of zeros (TF's zeros / Fill), no gradient
   Value stop_gradient(Value x);
+  // tf.nn.dropout in training: random_uniform, add keep_prob, floor, x / keep_prob · mask. The
+  // mask lives until the gradient reads it.
+  Value dropout(Value x, double rate);
   Value add_n(const std::vector<Value>& values);
   Value reduce_mean(Value x, const std::vector<int>& axes, bool keep_dims);
   Value reduce_sum(Value x, const std::vector<int>& axes, bool keep_dims);
@@ -172,7 +185,7 @@ class TrainingGraphBuilder {
   // Marks the scalar `loss` as the training objective. Call once.
   void minimize(Value loss);
 
-  const Shape& shape(Value v) const;
+  Shape shape(Value v) const;
   // Finishes the graph: gradients from the loss back to every variable, aggregation and update
   // ops; then merges to layer granularity when asked. The builder is empty afterwards.
   OpGraph finish() &&;

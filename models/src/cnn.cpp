@@ -1,0 +1,220 @@
+// CNN generators: the CIFAR-10 tutorial network, ResNet v1.5 and Inception-V3 (torchvision's
+// layouts, whose parameter counts and multiply-adds are the published reference figures).
+#include <string>
+
+#include "generators.h"
+#include "placelab/graph/error.h"
+
+namespace placelab::models::detail {
+namespace {
+
+// Conv (no bias) + batch norm (gamma and beta) + ReLU, in a name scope.
+Value conv_bn(TrainingGraphBuilder& b, Value x, std::string_view name, int64_t filters, int64_t kh, int64_t kw,
+              int64_t stride, int64_t pad_h, int64_t pad_w, bool relu = true, bool decay = false) {
+  auto s = b.scope(name);
+  Value w = b.variable("weights", {kh, kw, b.shape(x)[3], filters});
+  if (decay) b.add_weight_decay(w, 4e-5);
+  Value y = b.batch_norm(b.conv2d(x, w, stride, pad_h, pad_w), true);
+  return relu ? b.relu(y) : y;
+}
+
+// Global average pooling, a dense classifier and the mean cross-entropy, in layer `name`.
+Value classifier(TrainingGraphBuilder& b, Value x, Value labels, int64_t classes, int32_t layer, bool decay) {
+  auto l = b.layer("logits", layer);
+  const Shape s = b.shape(x);
+  Value pooled = b.reshape(b.avg_pool(x, s[1], 1, 0), {s[0], s[3]});
+  Value w = b.variable("weights", {s[3], classes});
+  if (decay) b.add_weight_decay(w, 4e-5);
+  Value logits = b.dense(pooled, w, b.variable("biases", {classes}));
+  return b.softmax_cross_entropy(logits, labels);
+}
+
+}  // namespace
+
+void build_cifar10_cnn(TrainingGraphBuilder& b, const GenOptions& o) {
+  const int64_t n = o.integer("batch"), side = o.integer("image");
+  auto in = b.input_pipeline({{n, side, side, 3}, {n}});
+  Value x = in[0];
+  int32_t layer = 0;
+  // conv1 → pool1 → norm1, conv2 → norm2 → pool2, as cifar10.inference orders them.
+  for (int block = 1; block <= 2; ++block) {
+    std::string id = std::to_string(block);
+    {
+      auto l = b.layer("conv" + id, layer++);
+      Value w = b.variable("weights", {5, 5, b.shape(x)[3], 64});
+      x = b.relu(b.bias_add(b.conv2d(x, w, 1, 2, 2), b.variable("biases", {64})));
+    }
+    auto pool = [&] {
+      auto l = b.layer("pool" + id, layer++);
+      // SAME padding of a 3x3/2 window: pad 1, ceil(side/2) outputs.
+      x = b.max_pool(x, 3, 2, 1);
+    };
+    auto norm = [&] {
+      auto l = b.layer("norm" + id, layer++);
+      x = b.lrn(x, 4);
+    };
+    if (block == 1) {
+      pool();
+      norm();
+    } else {
+      norm();
+      pool();
+    }
+  }
+  const Shape s = b.shape(x);
+  {
+    auto l = b.layer("local3", layer++);
+    x = b.reshape(x, {n, s[1] * s[2] * s[3]});
+    Value w = b.variable("weights", {b.shape(x)[1], 384});
+    b.add_weight_decay(w, 0.004);
+    x = b.relu(b.dense(x, w, b.variable("biases", {384})));
+  }
+  {
+    auto l = b.layer("local4", layer++);
+    Value w = b.variable("weights", {384, 192});
+    b.add_weight_decay(w, 0.004);
+    x = b.relu(b.dense(x, w, b.variable("biases", {192})));
+  }
+  auto l = b.layer("softmax_linear", layer++);
+  Value logits = b.dense(x, b.variable("weights", {192, 10}), b.variable("biases", {10}));
+  b.minimize(b.softmax_cross_entropy(logits, in[1]));
+}
+
+void build_resnet(TrainingGraphBuilder& b, const GenOptions& o, int depth) {
+  std::vector<int> blocks;
+  switch (depth) {
+    case 50: blocks = {3, 4, 6, 3}; break;
+    case 101: blocks = {3, 4, 23, 3}; break;
+    case 152: blocks = {3, 8, 36, 3}; break;
+    case 200: blocks = {3, 24, 36, 3}; break;
+    default: PLACELAB_CHECK(false) << "no ResNet-" << depth;
+  }
+  const int64_t n = o.integer("batch"), side = o.integer("image");
+  auto in = b.input_pipeline({{n, side, side, 3}, {n}});
+  Value x;
+  int32_t layer = 0;
+  {
+    auto l = b.layer("conv1", layer++);
+    x = conv_bn(b, in[0], "conv", 64, 7, 7, 2, 3, 3);
+    x = b.max_pool(x, 3, 2, 1);
+  }
+  for (std::size_t stage = 0; stage < blocks.size(); ++stage) {
+    const int64_t width = int64_t{64} << stage;
+    for (int j = 0; j < blocks[stage]; ++j) {
+      auto l = b.layer("layer" + std::to_string(stage + 1) + "/block" + std::to_string(j), layer++);
+      // v1.5: the stride sits on the 3x3 convolution.
+      const int64_t stride = (j == 0 && stage > 0) ? 2 : 1;
+      Value shortcut = x;
+      if (j == 0) shortcut = conv_bn(b, x, "downsample", 4 * width, 1, 1, stride, 0, 0, false);
+      Value y = conv_bn(b, x, "conv1", width, 1, 1, 1, 0, 0);
+      y = conv_bn(b, y, "conv2", width, 3, 3, stride, 1, 1);
+      y = conv_bn(b, y, "conv3", 4 * width, 1, 1, 1, 0, 0, false);
+      x = b.relu(b.add(y, shortcut));
+    }
+  }
+  b.minimize(classifier(b, x, in[1], 1000, layer, false));
+}
+
+namespace {
+
+// Inception modules of torchvision's inception_v3 (kernel sizes as (height, width)).
+struct Inception {
+  TrainingGraphBuilder& b;
+  Value c(Value x, std::string_view name, int64_t k, int64_t kh, int64_t kw, int64_t stride = 1, int64_t ph = 0,
+          int64_t pw = 0) {
+    return conv_bn(b, x, name, k, kh, kw, stride, ph, pw, true, true);
+  }
+  Value a(Value x, int64_t pool_features) {
+    Value b1 = c(x, "branch1x1", 64, 1, 1);
+    Value b5 = c(c(x, "branch5x5_1", 48, 1, 1), "branch5x5_2", 64, 5, 5, 1, 2, 2);
+    Value b3 = c(c(c(x, "branch3x3dbl_1", 64, 1, 1), "branch3x3dbl_2", 96, 3, 3, 1, 1, 1), "branch3x3dbl_3", 96, 3, 3,
+                 1, 1, 1);
+    Value bp = c(b.avg_pool(x, 3, 1, 1), "branch_pool", pool_features, 1, 1);
+    return b.concat({b1, b5, b3, bp}, 3);
+  }
+  Value b_(Value x) {
+    Value b3 = c(x, "branch3x3", 384, 3, 3, 2);
+    Value bd = c(c(c(x, "branch3x3dbl_1", 64, 1, 1), "branch3x3dbl_2", 96, 3, 3, 1, 1, 1), "branch3x3dbl_3", 96, 3, 3, 2);
+    return b.concat({b3, bd, b.max_pool(x, 3, 2, 0)}, 3);
+  }
+  Value c7(Value x, int64_t w) {
+    Value b1 = c(x, "branch1x1", 192, 1, 1);
+    Value b7 = c(c(c(x, "branch7x7_1", w, 1, 1), "branch7x7_2", w, 1, 7, 1, 0, 3), "branch7x7_3", 192, 7, 1, 1, 3, 0);
+    Value bd = c(x, "branch7x7dbl_1", w, 1, 1);
+    bd = c(bd, "branch7x7dbl_2", w, 7, 1, 1, 3, 0);
+    bd = c(bd, "branch7x7dbl_3", w, 1, 7, 1, 0, 3);
+    bd = c(bd, "branch7x7dbl_4", w, 7, 1, 1, 3, 0);
+    bd = c(bd, "branch7x7dbl_5", 192, 1, 7, 1, 0, 3);
+    Value bp = c(b.avg_pool(x, 3, 1, 1), "branch_pool", 192, 1, 1);
+    return b.concat({b1, b7, bd, bp}, 3);
+  }
+  Value d(Value x) {
+    Value b3 = c(c(x, "branch3x3_1", 192, 1, 1), "branch3x3_2", 320, 3, 3, 2);
+    Value b7 = c(x, "branch7x7x3_1", 192, 1, 1);
+    b7 = c(b7, "branch7x7x3_2", 192, 1, 7, 1, 0, 3);
+    b7 = c(b7, "branch7x7x3_3", 192, 7, 1, 1, 3, 0);
+    b7 = c(b7, "branch7x7x3_4", 192, 3, 3, 2);
+    return b.concat({b3, b7, b.max_pool(x, 3, 2, 0)}, 3);
+  }
+  Value e(Value x) {
+    Value b1 = c(x, "branch1x1", 320, 1, 1);
+    Value b3 = c(x, "branch3x3_1", 384, 1, 1);
+    b3 = b.concat({c(b3, "branch3x3_2a", 384, 1, 3, 1, 0, 1), c(b3, "branch3x3_2b", 384, 3, 1, 1, 1, 0)}, 3);
+    Value bd = c(c(x, "branch3x3dbl_1", 448, 1, 1), "branch3x3dbl_2", 384, 3, 3, 1, 1, 1);
+    bd = b.concat({c(bd, "branch3x3dbl_3a", 384, 1, 3, 1, 0, 1), c(bd, "branch3x3dbl_3b", 384, 3, 1, 1, 1, 0)}, 3);
+    Value bp = c(b.avg_pool(x, 3, 1, 1), "branch_pool", 192, 1, 1);
+    return b.concat({b1, b3, bd, bp}, 3);
+  }
+};
+
+}  // namespace
+
+void build_inception_v3(TrainingGraphBuilder& b, const GenOptions& o) {
+  const int64_t n = o.integer("batch");
+  auto in = b.input_pipeline({{n, 299, 299, 3}, {n}});
+  Inception m{b};
+  Value x = in[0];
+  int32_t layer = 0;
+  auto module = [&](std::string_view name, auto&& body) {
+    auto l = b.layer(name, layer++);
+    x = body(x);
+  };
+  module("Conv2d_1a_3x3", [&](Value v) { return m.c(v, "conv", 32, 3, 3, 2); });
+  module("Conv2d_2a_3x3", [&](Value v) { return m.c(v, "conv", 32, 3, 3); });
+  module("Conv2d_2b_3x3", [&](Value v) { return b.max_pool(m.c(v, "conv", 64, 3, 3, 1, 1, 1), 3, 2, 0); });
+  module("Conv2d_3b_1x1", [&](Value v) { return m.c(v, "conv", 80, 1, 1); });
+  module("Conv2d_4a_3x3", [&](Value v) { return b.max_pool(m.c(v, "conv", 192, 3, 3), 3, 2, 0); });
+  module("Mixed_5b", [&](Value v) { return m.a(v, 32); });
+  module("Mixed_5c", [&](Value v) { return m.a(v, 64); });
+  module("Mixed_5d", [&](Value v) { return m.a(v, 64); });
+  module("Mixed_6a", [&](Value v) { return m.b_(v); });
+  module("Mixed_6b", [&](Value v) { return m.c7(v, 128); });
+  module("Mixed_6c", [&](Value v) { return m.c7(v, 160); });
+  module("Mixed_6d", [&](Value v) { return m.c7(v, 160); });
+  module("Mixed_6e", [&](Value v) { return m.c7(v, 192); });
+  Value aux_loss;
+  if (o.text("aux_logits") == "true") {
+    // torchvision's InceptionAux: 5x5/3 average pool, 1x1 conv 128, 5x5 conv 768, dense; its loss
+    // is weighted 0.4 in tensorflow/models/inception. It shares the layer id of Mixed_6e.
+    auto l = b.layer("AuxLogits", layer - 1);
+    Value a = b.avg_pool(x, 5, 3, 0);
+    a = m.c(a, "conv0", 128, 1, 1);
+    a = m.c(a, "conv1", 768, 5, 5);
+    const Shape s = b.shape(a);
+    a = b.reshape(a, {s[0], s[3]});
+    Value w = b.variable("weights", {s[3], 1000});
+    b.add_weight_decay(w, 4e-5);
+    aux_loss = b.scale(b.softmax_cross_entropy(b.dense(a, w, b.variable("biases", {1000})), in[1]), 0.4);
+  }
+  module("Mixed_7a", [&](Value v) { return m.d(v); });
+  module("Mixed_7b", [&](Value v) { return m.e(v); });
+  module("Mixed_7c", [&](Value v) { return m.e(v); });
+  Value loss = classifier(b, x, in[1], 1000, layer, true);
+  if (aux_loss.valid()) {
+    auto l = b.layer("total_loss", layer);
+    loss = b.add(loss, aux_loss);
+  }
+  b.minimize(loss);
+}
+
+}  // namespace placelab::models::detail

@@ -1,0 +1,229 @@
+#include "placelab/models/zoo.h"
+
+#include <charconv>
+#include <functional>
+
+#include "generators.h"
+#include "placelab/graph/error.h"
+
+namespace placelab::models {
+namespace {
+
+using detail::GenOptions;
+
+ModelOption batch(int64_t def, std::string source) {
+  return {"batch", std::to_string(def), "examples per step (" + std::move(source) + ")", {}};
+}
+ModelOption optimizer(std::string def) {
+  return {"optimizer", std::move(def),
+          "update rule; slot memory per parameter: sgd 0, momentum 1, rmsprop 2, adam 2, adamw 2 (BERT's, in TF ops)",
+          {"sgd", "momentum", "rmsprop", "adam", "adamw"}};
+}
+ModelOption shape_ops() {
+  return {"shape_ops", "true",
+          "emit the Shape/BroadcastGradientArgs bookkeeping ops TF 1.0-1.2 gradients ran every step (no FLOPs)",
+          {"true", "false"}};
+}
+ModelOption granularity_option() {
+  return {"granularity", "op", "op: TensorFlow 1.x ops; layer: one op per layer and phase", {"op", "layer"}};
+}
+ModelOption batch_norm(std::string def) {
+  return {"batch_norm", std::move(def), "fused: FusedBatchNorm ops; decomposed: moments + elementwise ops (TF 1.0 slim)",
+          {"fused", "decomposed"}};
+}
+ModelOption integer(std::string key, int64_t def, std::string description) {
+  return {std::move(key), std::to_string(def), std::move(description), {}};
+}
+
+struct Entry {
+  ModelInfo info;
+  std::function<void(TrainingGraphBuilder&, const GenOptions&)> build;
+};
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> kEntries = [] {
+    std::vector<Entry> e;
+    e.push_back({{"cifar10_cnn",
+                  "TensorFlow CIFAR-10 tutorial CNN (Spotlight): 2 conv blocks of conv/pool/LRN, 2 FC layers, softmax",
+                  {batch(128, "the tutorial's"), optimizer("sgd"), granularity_option(), shape_ops(),
+                   integer("image", 24, "side of the cropped input images, pixels")},
+                  ExpertStrategy::kSingleGpu},
+                 detail::build_cifar10_cnn});
+    for (int depth : {50, 101, 200}) {
+      e.push_back({{"resnet" + std::to_string(depth),
+                    "ResNet-" + std::to_string(depth) +
+                        " v1.5 (torchvision layout) on 224x224 ImageNet images (Post: batch 32)",
+                    {batch(32, "Post"), optimizer("momentum"), granularity_option(), shape_ops(), batch_norm("fused"),
+                     integer("image", 224, "side of the input images, pixels")},
+                    ExpertStrategy::kSingleGpu},
+                   [depth](TrainingGraphBuilder& b, const GenOptions& o) { detail::build_resnet(b, o, depth); }});
+    }
+    e.push_back({{"inception_v3",
+                  "Inception-V3 (torchvision layout) on 299x299 images, as tensorflow/models/inception trained it "
+                  "(RMSProp, weight decay, moving averages; Mirhoseini 2017 and Post: batch 32)",
+                  {batch(32, "Mirhoseini 2017, Post; EAGLE used 1"), optimizer("rmsprop"), granularity_option(), shape_ops(),
+                   batch_norm("decomposed"),
+                   {"aux_logits", "true", "the auxiliary classifier on Mixed_6e, loss weight 0.4", {"true", "false"}}},
+                  ExpertStrategy::kSingleGpu},
+                 detail::build_inception_v3});
+    e.push_back({{"rnnlm",
+                  "LSTM language model (Zaremba et al.), unrolled, per-step softmax (Post: 4 layers, batch 64; "
+                  "Mirhoseini: hidden 2048, 40 steps)",
+                  {batch(64, "Post, Mirhoseini"), optimizer("adam"), granularity_option(), shape_ops(),
+                   integer("layers", 4, "LSTM layers"), integer("hidden", 2048, "LSTM units"),
+                   integer("seq", 40, "unrolled time steps"), integer("vocab", 10000, "vocabulary (PTB)")},
+                  ExpertStrategy::kLayerPerGpu},
+                 detail::build_rnnlm});
+    e.push_back({{"nmt",
+                  "attentional LSTM encoder-decoder (legacy TF seq2seq attention decoder; Mirhoseini 2017: 2 layers, "
+                  "hidden 1024, 40 steps; Post: 2/4/8 layers, batch 64, WMT16)",
+                  {batch(64, "Mirhoseini, Post"), optimizer("adam"), granularity_option(), shape_ops(),
+                   integer("layers", 2, "LSTM layers in the encoder and in the decoder"),
+                   integer("hidden", 1024, "LSTM units and embedding size"),
+                   integer("seq", 40, "source and target length"),
+                   integer("vocab", 32000, "word-piece vocabulary of each language")},
+                  ExpertStrategy::kLayerPerGpu},
+                 detail::build_nmt});
+    e.push_back({{"gnmt",
+                  "GNMT as in tensorflow/nmt (EAGLE: 4 layers, 256 units, batch 256): bidirectional first encoder "
+                  "layer, residual layers, Bahdanau attention from the bottom decoder layer fed to all layers",
+                  {batch(256, "EAGLE"), optimizer("sgd"), granularity_option(), shape_ops(), integer("layers", 4, "LSTM layers"),
+                   integer("hidden", 256, "LSTM units and embedding size"),
+                   integer("seq", 50, "source and target length (EAGLE: 20 to 50)"),
+                   integer("vocab", 32000, "BPE vocabulary of each language")},
+                  ExpertStrategy::kLayerPerGpu},
+                 detail::build_gnmt});
+    e.push_back({{"bert_base",
+                  "BERT-Base fine-tuning on SQuAD as Google's run_squad.py (EAGLE: seq 384, batch 24)",
+                  {batch(24, "EAGLE"), optimizer("adamw"), granularity_option(), shape_ops(),
+                   integer("layers", 12, "transformer layers"), integer("hidden", 768, "hidden size"),
+                   integer("heads", 12, "attention heads"), integer("seq", 384, "sequence length"),
+                   integer("vocab", 30522, "WordPiece vocabulary (uncased)")},
+                  ExpertStrategy::kSingleGpu},
+                 detail::build_bert});
+    return e;
+  }();
+  return kEntries;
+}
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+}  // namespace
+
+int64_t detail::GenOptions::integer(const std::string& key) const {
+  auto it = values.find(key);
+  PLACELAB_CHECK(it != values.end()) << "generator reads unknown option " << key;
+  int64_t v = 0;
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  return v;
+}
+const std::string& detail::GenOptions::text(const std::string& key) const {
+  auto it = values.find(key);
+  PLACELAB_CHECK(it != values.end()) << "generator reads unknown option " << key;
+  return it->second;
+}
+
+ModelSpec ModelSpec::parse(std::string_view text) {
+  ModelSpec spec;
+  auto colon = text.find(':');
+  spec.name = std::string(text.substr(0, colon));
+  auto fail = [&](const std::string& rule) { throw InputError("model spec '" + std::string(text) + "': " + rule); };
+  if (spec.name.empty()) fail("empty model name");
+  if (colon == std::string_view::npos) return spec;
+  std::string_view rest = text.substr(colon + 1);
+  while (true) {
+    auto comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
+      fail("option '" + std::string(item) + "' is not key=value");
+    std::string key(item.substr(0, eq));
+    if (!spec.options.emplace(key, std::string(item.substr(eq + 1))).second) fail("option '" + key + "' given twice");
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return spec;
+}
+
+std::string ModelSpec::to_string() const {
+  std::string out = name;
+  char sep = ':';
+  for (const auto& [k, v] : options) {
+    out += sep + k + "=" + v;
+    sep = ',';
+  }
+  return out;
+}
+
+std::span<const ModelInfo> model_zoo() {
+  static const std::vector<ModelInfo> kInfos = [] {
+    std::vector<ModelInfo> v;
+    for (const Entry& e : entries()) v.push_back(e.info);
+    return v;
+  }();
+  return kInfos;
+}
+
+const ModelInfo* find_model(std::string_view name) {
+  for (const ModelInfo& m : model_zoo())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+Model make_model(const ModelSpec& spec) {
+  const Entry* entry = nullptr;
+  std::vector<std::string> names;
+  for (const Entry& e : entries()) {
+    names.push_back(e.info.name);
+    if (e.info.name == spec.name) entry = &e;
+  }
+  if (!entry) throw InputError("model '" + spec.name + "': unknown model; the zoo has " + join_keys(names));
+  GenOptions o;
+  std::vector<std::string> keys;
+  for (const ModelOption& opt : entry->info.options) {
+    o.values[opt.key] = opt.default_value;
+    keys.push_back(opt.key);
+  }
+  for (const auto& [key, value] : spec.options) {
+    const ModelOption* opt = nullptr;
+    for (const ModelOption& c : entry->info.options)
+      if (c.key == key) opt = &c;
+    std::string where = "model '" + spec.to_string() + "': " + key + " = " + value;
+    if (!opt) throw InputError("model '" + spec.to_string() + "': unknown option '" + key + "'; " + spec.name +
+                               " takes " + join_keys(keys));
+    if (opt->choices.empty()) {
+      int64_t v = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc{} || ptr != value.data() + value.size() || v <= 0 || v > (int64_t{1} << 31))
+        throw InputError(where + ": must be a positive integer");
+    } else if (std::find(opt->choices.begin(), opt->choices.end(), value) == opt->choices.end()) {
+      throw InputError(where + ": must be one of " + join_keys(opt->choices));
+    }
+    o.values[key] = value;
+  }
+  BuilderOptions bo;
+  bo.granularity = *granularity_from_name(o.text("granularity"));
+  bo.optimizer = *optimizer_from_name(o.text("optimizer"));
+  if (auto it = o.values.find("batch_norm"); it != o.values.end())
+    bo.batch_norm = it->second == "fused" ? BatchNormStyle::kFused : BatchNormStyle::kDecomposed;
+  // The TF 1.x training scripts these graphs reproduce: tensorflow/models/inception and the
+  // CIFAR-10 tutorial keep moving averages of all variables.
+  bo.variable_moving_averages = spec.name == "inception_v3" || spec.name == "cifar10_cnn";
+  // The seq2seq, language-model and BERT scripts clip gradients by their global norm.
+  bo.clip_gradients = spec.name == "rnnlm" || spec.name == "nmt" || spec.name == "gnmt" || spec.name == "bert_base";
+  bo.shape_ops = o.text("shape_ops") == "true";
+  TrainingGraphBuilder b(bo);
+  entry->build(b, o);
+  Model m;
+  m.spec = {spec.name, o.values};
+  m.stats = b.stats();
+  m.graph = std::move(b).finish();
+  m.expert = entry->info.expert;
+  return m;
+}
+
+}  // namespace placelab::models
