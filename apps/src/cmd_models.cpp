@@ -1,0 +1,172 @@
+// `placelab models`, `export`, `inspect`: the model zoo from the command line.
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "inputs.h"
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+#include "placelab/learners/grouping.h"
+#include "placelab/models/zoo.h"
+
+namespace placelab::cli {
+namespace {
+
+void run_models() {
+  for (const models::ModelInfo& info : models::model_zoo()) {
+    fmt::print("{:<12} {}\n", info.name, info.description);
+    std::string opts;
+    for (const models::ModelOption& o : info.options) opts += fmt::format("{}{}={}", opts.empty() ? "" : ",", o.key, o.default_value);
+    fmt::print("{:<12} defaults: {}   expert: {}\n", "", opts, models::expert_strategy_name(info.expert));
+  }
+  fmt::print("\nUse one with `--model name[:key=value,...]`, e.g. `--model nmt:layers=4,batch=64`.\n"
+             "Options of every model: docs/models.md.\n");
+}
+
+// Sums of what the graph holds, by phase and by op type: what `inspect` reports.
+struct Tally {
+  int64_t ops = 0;
+  double flops = 0;
+  int64_t output_bytes = 0;
+  int64_t persistent_bytes = 0;
+  void add(const Op& op) {
+    ++ops;
+    flops += op.flops;
+    output_bytes += op.output_bytes;
+    persistent_bytes += op.persistent_bytes;
+  }
+  nlohmann::json to_json() const {
+    return {{"ops", ops}, {"flops", flops}, {"output_bytes", output_bytes}, {"persistent_bytes", persistent_bytes}};
+  }
+};
+
+nlohmann::json inspect_json(const GraphSource& src) {
+  const OpGraph& g = src.graph;
+  Tally total;
+  std::map<std::string, Tally> by_phase, by_type;
+  int64_t cpu_only = 0, edges_bytes = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    const Op& op = g.op(v);
+    total.add(op);
+    by_phase[std::string(phase_name(op.phase))].add(op);
+    by_type[op.type].add(op);
+    cpu_only += op.cpu_only;
+    g.for_each_out_edge(v, [&](OpId, const Tensor& t) { edges_bytes += t.bytes; });
+  }
+  nlohmann::json j;
+  j["graph"] = src.label;
+  j["ops"] = g.num_ops();
+  j["edges"] = g.num_edges();
+  j["edge_bytes"] = edges_bytes;
+  j["cpu_only_ops"] = cpu_only;
+  if (src.parameters >= 0) j["parameters"] = src.parameters;
+  j["flops"] = total.flops;
+  j["persistent_bytes"] = total.persistent_bytes;
+  j["output_bytes"] = total.output_bytes;
+  j["groups"] = {{"colocation", group_by_colocation(g).num_groups()},
+                 {"single_consumer", group_by_single_consumer(g).num_groups()},
+                 {"name_prefix", group_by_name_prefix(g).num_groups()},
+                 {"layer", group_by_layer(g).num_groups()}};
+  for (const auto& [k, t] : by_phase) j["by_phase"][k] = t.to_json();
+  for (const auto& [k, t] : by_type) j["by_type"][k] = t.to_json();
+  return j;
+}
+
+void print_inspect(const nlohmann::json& j) {
+  fmt::print("graph        {}\n", j["graph"].get<std::string>());
+  fmt::print("ops          {} ({} cpu-only), {} edges carrying {}\n", j["ops"].get<int64_t>(),
+             j["cpu_only_ops"].get<int64_t>(), j["edges"].get<int64_t>(), format_bytes(j["edge_bytes"].get<int64_t>()));
+  if (j.contains("parameters")) fmt::print("parameters   {}\n", j["parameters"].get<int64_t>());
+  fmt::print("work         {} per step\n", format_flops(j["flops"].get<double>()));
+  fmt::print("memory       {} persistent, {} of op outputs per step\n",
+             format_bytes(j["persistent_bytes"].get<int64_t>()), format_bytes(j["output_bytes"].get<int64_t>()));
+  const auto& gr = j["groups"];
+  fmt::print("groups       colocation {}, single-consumer {}, name-prefix {}, layer {}\n",
+             gr["colocation"].get<int64_t>(), gr["single_consumer"].get<int64_t>(), gr["name_prefix"].get<int64_t>(),
+             gr["layer"].get<int64_t>());
+  auto table = [](const char* title, const nlohmann::json& rows, std::size_t limit) {
+    std::vector<std::pair<std::string, nlohmann::json>> sorted;
+    for (const auto& item : rows.items()) sorted.emplace_back(item.key(), item.value());
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+      return a.second["flops"].template get<double>() > b.second["flops"].template get<double>();
+    });
+    fmt::print("\n{:<28} {:>7} {:>14} {:>12} {:>12}\n", title, "ops", "work", "outputs", "persistent");
+    for (std::size_t i = 0; i < sorted.size() && i < limit; ++i) {
+      const auto& t = sorted[i].second;
+      fmt::print("{:<28} {:>7} {:>14} {:>12} {:>12}\n", sorted[i].first, t["ops"].get<int64_t>(),
+                 format_flops(t["flops"].get<double>()), format_bytes(t["output_bytes"].get<int64_t>()),
+                 format_bytes(t["persistent_bytes"].get<int64_t>()));
+    }
+    if (sorted.size() > limit) fmt::print("… and {} more (--json lists all)\n", sorted.size() - limit);
+  };
+  table("phase", j["by_phase"], 10);
+  table("op type (by work)", j["by_type"], 15);
+}
+
+}  // namespace
+
+void add_models_commands(CLI::App& app) {
+  auto* models_cmd = app.add_subcommand("models", "List the model zoo with its default settings");
+  models_cmd->callback(run_models);
+
+  struct ExportArgs {
+    std::string model, out;
+    std::string batch, granularity, optimizer;
+  };
+  auto ex = std::make_shared<ExportArgs>();
+  auto* export_cmd = app.add_subcommand("export", "Write a zoo model's training graph as graph JSON");
+  export_cmd->add_option("model", ex->model, "name[:key=value,...]")->required();
+  export_cmd->add_option("--batch", ex->batch, "Batch size (shorthand for the batch= option)");
+  export_cmd->add_option("--granularity", ex->granularity, "op (TF ops) or layer (one op per layer per phase)");
+  export_cmd->add_option("--optimizer", ex->optimizer, "sgd | momentum | rmsprop | adam");
+  export_cmd->add_option("-o,--output", ex->out, "Output file (default: standard output)");
+  export_cmd->footer("Example:\n  placelab export inception_v3 --batch 32 --granularity op -o inception.json");
+  export_cmd->callback([ex] {
+    models::ModelSpec spec = models::ModelSpec::parse(ex->model);
+    auto set = [&](const char* key, const std::string& value) {
+      if (value.empty()) return;
+      if (spec.options.count(key) && spec.options[key] != value)
+        throw InputError(fmt::format("--{} {} contradicts {}={} in the model spec", key, value, key, spec.options[key]));
+      spec.options[key] = value;
+    };
+    set("batch", ex->batch);
+    set("granularity", ex->granularity);
+    set("optimizer", ex->optimizer);
+    models::Model m = models::make_model(spec);
+    std::ostringstream text;
+    write_graph_json(m.graph, text);
+    if (ex->out.empty()) {
+      std::cout << text.str();
+    } else {
+      write_file_atomically(ex->out, text.str());
+      fmt::print(stderr, "wrote {}: {} ops, {} edges, {} parameters ({})\n", ex->out, m.graph.num_ops(),
+                 m.graph.num_edges(), m.stats.parameters, m.spec.to_string());
+    }
+  });
+
+  struct InspectArgs {
+    std::string graph, model;
+    bool json = false;
+  };
+  auto in = std::make_shared<InspectArgs>();
+  auto* inspect_cmd = app.add_subcommand("inspect", "Summarise a graph: ops, groups, parameters, FLOPs, memory");
+  inspect_cmd->add_option("graph", in->graph, "Graph JSON file");
+  inspect_cmd->add_option("--model", in->model, "Zoo model instead of a file: name[:key=value,...]");
+  inspect_cmd->add_flag("--json", in->json, "Print JSON instead of tables");
+  inspect_cmd->footer("Examples:\n  placelab inspect inception.json\n  placelab inspect --model resnet50 --json");
+  inspect_cmd->callback([in] {
+    GraphSource src = load_graph_source(in->graph, in->model);
+    nlohmann::json j = inspect_json(src);
+    if (in->json)
+      std::cout << j.dump(2) << "\n";
+    else
+      print_inspect(j);
+  });
+}
+
+}  // namespace placelab::cli

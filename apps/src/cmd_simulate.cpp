@@ -1,0 +1,138 @@
+// `placelab simulate`: one placement of one graph on one machine, simulated; a console report or
+// JSON, and optionally the Chrome trace of the step.
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "inputs.h"
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+#include "placelab/hwmodels/cost_model.h"
+#include "placelab/hwmodels/machine_io.h"
+#include "placelab/sim/simulator.h"
+#include "placelab/sim/trace.h"
+
+namespace placelab::cli {
+namespace {
+
+struct SimulateArgs {
+  std::string graph;
+  std::string model;
+  std::string machine = "k80x4";
+  std::string placement = "single_gpu";
+  std::string trace;
+  bool json = false;
+};
+
+nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a) {
+  nlohmann::json j;
+  j["graph"] = g.label;
+  j["ops"] = g.graph.num_ops();
+  j["machine"] = m.name;
+  j["placement"] = a.placement;
+  j["step_time_s"] = r.step_time_s;
+  j["oom"] = r.oom;
+  if (r.oom) {
+    j["oom_device"] = m.devices[r.oom_device].name;
+    j["oom_excess_bytes"] = r.oom_excess_bytes;
+  }
+  j["transfers"] = r.transfers;
+  for (std::size_t d = 0; d < m.devices.size(); ++d) {
+    const DeviceStats& s = r.devices[d];
+    j["devices"].push_back({{"name", m.devices[d].name},
+                            {"ops", s.num_ops},
+                            {"busy_s", s.busy_s},
+                            {"utilization", r.step_time_s > 0 ? s.busy_s / r.step_time_s : 0.0},
+                            {"peak_memory_bytes", s.peak_memory_bytes},
+                            {"persistent_bytes", s.persistent_bytes},
+                            {"capacity_bytes", m.devices[d].memory_bytes}});
+  }
+  j["links"] = nlohmann::json::array();
+  for (std::size_t l = 0; l < r.links.size(); ++l)
+    if (r.links[l].bytes > 0 || r.links[l].busy_s > 0)
+      j["links"].push_back({{"name", m.link_direction_name(static_cast<LinkDirection>(l))},
+                            {"bytes", r.links[l].bytes},
+                            {"busy_s", r.links[l].busy_s}});
+  return j;
+}
+
+void print_report(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a,
+                  const std::string& cost_description) {
+  fmt::print("graph      {}: {} ops, {} edges, {}, {} persistent\n", g.label, g.graph.num_ops(), g.graph.num_edges(),
+             format_flops(g.graph.total_flops()), format_bytes(g.graph.total_persistent_bytes()));
+  fmt::print("machine    {}: {} devices, {} links\n", m.name, m.num_devices(), m.links.size());
+  fmt::print("cost model {}\n", cost_description);
+  fmt::print("placement  {}\n", a.placement);
+  fmt::print("step time  {}{}\n\n", format_seconds(r.step_time_s), r.oom ? "  (OUT OF MEMORY: see below)" : "");
+  fmt::print("{:<10} {:>6} {:>12} {:>6}  {:>11} / {:<11}\n", "device", "ops", "busy", "util", "peak memory",
+             "capacity");
+  for (std::size_t d = 0; d < m.devices.size(); ++d) {
+    const DeviceStats& s = r.devices[d];
+    double util = r.step_time_s > 0 ? 100 * s.busy_s / r.step_time_s : 0;
+    fmt::print("{:<10} {:>6} {:>12} {:>5.1f}%  {:>11} / {:<11}{}\n", m.devices[d].name, s.num_ops,
+               format_seconds(s.busy_s), util, format_bytes(s.peak_memory_bytes),
+               format_bytes(m.devices[d].memory_bytes), s.peak_memory_bytes > m.devices[d].memory_bytes ? "  OOM" : "");
+  }
+  bool any_link = false;
+  for (std::size_t l = 0; l < r.links.size(); ++l) {
+    if (r.links[l].bytes == 0 && r.links[l].busy_s == 0) continue;
+    if (!any_link) fmt::print("\n{:<36} {:>11} {:>12} {:>6}\n", "link", "bytes", "busy", "util");
+    any_link = true;
+    double util = r.step_time_s > 0 ? 100 * r.links[l].busy_s / r.step_time_s : 0;
+    fmt::print("{:<36} {:>11} {:>12} {:>5.1f}%\n", m.link_direction_name(static_cast<LinkDirection>(l)),
+               format_bytes(r.links[l].bytes), format_seconds(r.links[l].busy_s), util);
+  }
+  if (!any_link) fmt::print("\nno cross-device transfers\n");
+  else fmt::print("{} transfers\n", r.transfers);
+  if (r.oom)
+    fmt::print("\nOOM: {} needs {} more than its {}\n", m.devices[r.oom_device].name, format_bytes(r.oom_excess_bytes),
+               format_bytes(m.devices[r.oom_device].memory_bytes));
+}
+
+void run_simulate(const SimulateArgs& a) {
+  GraphSource g = load_graph_source(a.graph, a.model);
+  auto ms = load_machine_source(a.machine);
+  const Machine& machine = ms->machine;
+  Placement placement = resolve_placement(a.placement, g, *ms);
+  Simulator sim(g.graph, *ms->cost);
+  SimOptions opts;
+  opts.record_timeline = !a.trace.empty();
+  SimResult r = sim.simulate(placement, opts);
+  if (!a.trace.empty()) {
+    std::ostringstream trace;
+    write_chrome_trace(r, g.graph, machine, trace);
+    write_file_atomically(a.trace, trace.str());
+  }
+  if (a.json)
+    std::cout << result_json(r, machine, g, a).dump(2) << "\n";
+  else
+    print_report(r, machine, g, a, ms->cost->describe());
+  if (!a.trace.empty() && !a.json) fmt::print("\ntrace written to {} (open it in https://ui.perfetto.dev)\n", a.trace);
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  auto* cmd = app.add_subcommand("simulate", "Predict one training step of a graph under a placement on a machine");
+  cmd->add_option("--graph,-g", args->graph, "Graph JSON file (docs/formats.md)");
+  cmd->add_option("--model", args->model, "Zoo model instead of --graph: name[:key=value,...] (see `placelab models`)");
+  cmd->add_option("--machine,-m", args->machine, "Machine preset (see `placelab machines`) or YAML file")
+      ->capture_default_str();
+  cmd->add_option("--placement,-p", args->placement, std::string(kPlacementRulesHelp))->capture_default_str();
+  cmd->add_option("--trace", args->trace, "Write the step's Chrome trace JSON here (open in Perfetto)");
+  cmd->add_flag("--json", args->json, "Print the result as JSON instead of a table");
+  cmd->footer(
+      "Examples:\n"
+      "  placelab simulate --graph scenarios/graphs/quickstart.json --machine k80x4 --placement single_gpu\n"
+      "  placelab simulate -g g.json -m dgx1 -p random:3 --trace step.json\n"
+      "  placelab simulate --model nmt:layers=4,batch=64 --machine k80x4 --placement expert\n"
+      "  placelab simulate -g g.json -m my-machine.yaml -p placement.json --json");
+  cmd->callback([args] { run_simulate(*args); });
+}
+
+}  // namespace placelab::cli

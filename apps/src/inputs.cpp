@@ -1,0 +1,104 @@
+#include "inputs.h"
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+#include "placelab/hwmodels/machine_io.h"
+#include "placelab/learners/baselines.h"
+#include "placelab/models/zoo.h"
+
+namespace placelab::cli {
+
+GraphSource load_graph_source(const std::string& graph_path, const std::string& model_spec) {
+  if (graph_path.empty() == model_spec.empty())
+    throw InputError("give exactly one of --graph <file.json> and --model <name[:key=value,...]>");
+  GraphSource out;
+  if (!graph_path.empty()) {
+    out.graph = read_graph_json(graph_path);
+    out.label = std::filesystem::path(graph_path).filename().string();
+    return out;
+  }
+  models::Model m = models::make_model(models::ModelSpec::parse(model_spec));
+  out.graph = std::move(m.graph);
+  out.label = m.spec.to_string();
+  out.expert = m.expert;
+  out.parameters = m.stats.parameters;
+  return out;
+}
+
+namespace {
+
+// A calibrated machine file has a top-level `calibration:` key (docs/calibration.md).
+bool is_calibrated_machine_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("calibration:", 0) == 0) return true;
+  return false;
+}
+
+uint64_t parse_seed(std::string_view spec, std::string_view num) {
+  uint64_t seed = 0;
+  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), seed);
+  if (num.empty() || ec != std::errc{} || ptr != num.data() + num.size())
+    throw InputError("--placement " + std::string(spec) + ": the seed must be a non-negative integer");
+  return seed;
+}
+
+}  // namespace
+
+std::unique_ptr<MachineSource> load_machine_source(const std::string& name_or_path) {
+  auto out = std::make_unique<MachineSource>();
+  std::filesystem::path path(name_or_path);
+  if (std::filesystem::is_regular_file(path) && is_calibrated_machine_file(path)) {
+    CalibratedMachine cm = load_calibrated_machine(path);
+    out->machine = std::move(cm.machine);
+    out->calibration = std::make_unique<Calibration>(std::move(cm.calibration));
+    out->cost = std::make_unique<CalibratedCostModel>(out->machine, *out->calibration);
+  } else {
+    out->machine = load_machine(name_or_path);
+    out->cost = std::make_unique<AnalyticCostModel>(out->machine);
+  }
+  return out;
+}
+
+Placement resolve_placement(std::string_view spec, const GraphSource& source, const MachineSource& ms,
+                            uint64_t seed) {
+  const OpGraph& g = source.graph;
+  const Machine& m = ms.machine;
+  if (spec == "single_gpu") return single_gpu_placement(g, m);
+  if (spec == "single_cpu") return single_cpu_placement(g, m);
+  if (spec == "round_robin") return round_robin_placement(g, m);
+  if (spec.starts_with("random:")) return random_placement(g, m, parse_seed(spec, spec.substr(7)));
+  if (spec == "random") return random_placement(g, m, seed);
+  if (spec == "metis") return metis_placement(g, m, {.seed = static_cast<int>(seed % 1000000)});
+  if (spec == "scotch") return scotch_placement(g, *ms.cost, {.include_cpu = true, .seed = static_cast<int>(seed % 1000000)});
+  if (spec == "mincut") return mincut_placement(g, *ms.cost, static_cast<int>(seed % 1000000));
+  if (spec == "heft") return heft_placement(g, *ms.cost);
+  if (spec == "expert") {
+    if (!source.expert)
+      throw InputError("--placement expert: only zoo models (--model) have an expert placement; " +
+                       source.label + " is a graph file");
+    std::vector<DeviceId> gpus = gpu_devices(m);
+    auto cpu = m.default_cpu();
+    if (gpus.empty() || !cpu)
+      throw InputError("--placement expert: machine '" + m.name + "' needs a CPU and at least one GPU");
+    return models::expert_placement(g, *source.expert, static_cast<int>(gpus.size()), {.cpu = *cpu, .gpus = gpus});
+  }
+  std::filesystem::path path(spec);
+  if (std::filesystem::exists(path)) {
+    std::vector<std::string> names;
+    for (const Device& d : m.devices) names.push_back(d.name);
+    Placement p = read_placement_json(path, g, names);
+    check_placement(p, g.num_ops(), m.num_devices(), path.string().c_str());
+    return p;
+  }
+  throw InputError("--placement " + std::string(spec) + ": not a rule or an existing file; expected " +
+                   std::string(kPlacementRulesHelp));
+}
+
+}  // namespace placelab::cli

@@ -1,0 +1,36 @@
+// The `placelab` command line. Exit status: 0 success, 2 bad input (a file, field or value; the
+// message names it), 1 an internal error (a bug: please report it with the message).
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "placelab/graph/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "placelab: find fast device placements for deep-learning training graphs.\n"
+      "Simulate a training step on a described machine, calibrate the simulator on real hardware,\n"
+      "and train placement learners against it."};
+  app.require_subcommand(1);
+  app.footer("Run `placelab <command> --help` for a command's options. Documentation: docs/cli.md");
+  placelab::cli::add_machines_command(app);
+  placelab::cli::add_simulate_command(app);
+  placelab::cli::add_models_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const placelab::InputError& e) {
+    std::cerr << "placelab: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "placelab: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
