@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <unordered_map>
 
 #include <cstdio>  // scotch.h uses FILE
 #include <scotch.h>
@@ -324,6 +325,37 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
   std::vector<double> finish(n, 0.0);
   Placement p(n, candidates.front());
 
+  // Link directions are FIFO resources held for a whole transfer, and a tensor goes to a device
+  // once (the simulator's rules): arrival times account for transfers already committed.
+  std::vector<double> link_free(machine.num_link_directions(), 0.0);
+  std::unordered_map<uint64_t, double> arrived;  // (producer, device) → arrival of its output there
+  auto arrival = [&](OpId src, const Tensor& t, DeviceId d, bool commit) {
+    if (p[src] == d || t.control) return finish[src];
+    const uint64_t key = (static_cast<uint64_t>(src) << 16) | d;
+    if (auto it = arrived.find(key); it != arrived.end()) return it->second;
+    const Route& route = machine.route(p[src], d);
+    double start = finish[src];
+    for (LinkDirection h : route.hops) start = std::max(start, link_free[h]);
+    const double end = start + cost.transfer_time_s(t.bytes, p[src], d);
+    if (commit) {
+      for (LinkDirection h : route.hops) link_free[h] = end;
+      arrived.emplace(key, end);
+    }
+    return end;
+  };
+  auto earliest_finish = [&](OpId op, DeviceId d, double ready, std::size_t& stream) {
+    const double duration = cost.op_time_s(graph.op(op), d);
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t s = 0; s < busy[d].size(); ++s) {
+      const double f = earliest_start(busy[d][s], ready, duration) + duration;
+      if (f < best) {
+        best = f;
+        stream = s;
+      }
+    }
+    return best;
+  };
+
   for (OpId op : order) {
     const GroupId g = coloc.group_of(op);
     std::vector<DeviceId> devs;
@@ -350,25 +382,23 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
     });
     double best_finish = std::numeric_limits<double>::infinity();
     DeviceId best_dev = devs.front();
-    std::size_t best_stream = 0;
     for (DeviceId d : devs) {
       double ready = 0;
-      graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-        double arrive = finish[src];
-        if (p[src] != d && !t.control) arrive += cost.transfer_time_s(t.bytes, p[src], d);
-        ready = std::max(ready, arrive);
-      });
-      const double duration = cost.op_time_s(graph.op(op), d);
-      for (std::size_t s = 0; s < busy[d].size(); ++s) {
-        const double f = earliest_start(busy[d][s], ready, duration) + duration;
-        const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
-        if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
-          best_finish = f;
-          best_dev = d;
-          best_stream = s;
-        }
+      graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, d, false)); });
+      std::size_t stream = 0;
+      const double f = earliest_finish(op, d, ready, stream);
+      const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
+      if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
+        best_finish = f;
+        best_dev = d;
       }
     }
+    // Commit the chosen device's transfers in input order (they may queue behind each other on a
+    // shared link, so the op may start a little later than estimated).
+    double ready = 0;
+    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, best_dev, true)); });
+    std::size_t best_stream = 0;
+    best_finish = earliest_finish(op, best_dev, ready, best_stream);
     p[op] = best_dev;
     finish[op] = best_finish;
     auto& iv = busy[best_dev][best_stream];
