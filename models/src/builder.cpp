@@ -524,8 +524,8 @@ struct TrainingGraphBuilder::Impl {
     moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read});
     if (after != UINT32_MAX) nodes.back().controls.push_back(after);
   }
-  OpGraph to_graph() const;
-  OpGraph to_layer_graph(const OpGraph& g) const;
+  OpGraph to_graph();  // moves the ops out
+  OpGraph to_layer_graph() const;
 };
 
 // --- batch / layer norm -----------------------------------------------------------------------
@@ -685,9 +685,9 @@ void TrainingGraphBuilder::Impl::backward() {
   phase = Phase::kForward;
 }
 
-OpGraph TrainingGraphBuilder::Impl::to_graph() const {
+OpGraph TrainingGraphBuilder::Impl::to_graph() {
   OpGraph g;
-  for (const NodeRec& n : nodes) g.add_op(n.op);
+  for (NodeRec& n : nodes) g.add_op(std::move(n.op));
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     auto dst = static_cast<OpId>(i);
     for (uint32_t v : nodes[i].inputs) g.add_edge(values[v].node, dst, {.bytes = values[v].bytes});
@@ -697,7 +697,7 @@ OpGraph TrainingGraphBuilder::Impl::to_graph() const {
 }
 
 // Merges the ops of one (layer scope, phase) into one op. An op outside any layer scope stays alone.
-OpGraph TrainingGraphBuilder::Impl::to_layer_graph(const OpGraph& g) const {
+OpGraph TrainingGraphBuilder::Impl::to_layer_graph() const {
   std::map<std::pair<std::string, int>, OpId> group_of_key;
   std::vector<OpId> group(nodes.size());
   std::vector<Op> merged;
@@ -747,7 +747,7 @@ OpGraph TrainingGraphBuilder::Impl::to_layer_graph(const OpGraph& g) const {
       t.bytes += values[v].bytes;
       t.control = false;
       if (sent.emplace(std::make_pair(v, static_cast<OpId>(UINT32_MAX)), true).second &&
-          g.op(values[v].node).kernel.cls != KernelClass::kNoop)
+          nodes[values[v].node].op.kernel.cls != KernelClass::kNoop)
         merged[src].output_bytes += values[v].bytes;
     }
     for (uint32_t c : nodes[i].controls) {
@@ -1181,8 +1181,7 @@ OpGraph TrainingGraphBuilder::finish() && {
   PLACELAB_CHECK(!b.finished) << "finish() called twice";
   b.backward();
   b.finished = true;
-  OpGraph g = b.to_graph();
-  if (b.options.granularity == Granularity::kLayer) g = b.to_layer_graph(g);
+  OpGraph g = b.options.granularity == Granularity::kLayer ? b.to_layer_graph() : b.to_graph();
   b.nodes.clear();
   b.values.clear();
   return g;
