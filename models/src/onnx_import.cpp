@@ -1,0 +1,1063 @@
+// ONNX import: ModelProto → shape inference → TrainingGraphBuilder calls → training OpGraph.
+// The only translation unit that includes the ONNX and protobuf headers (slow to compile).
+#include "placelab/models/onnx_import.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "placelab/graph/error.h"
+
+namespace placelab::models {
+namespace {
+
+// Where a tensor's builder value keeps its dimensions. ONNX images and feature maps are
+// [n, c, spatial...]; the builder's convolutions and pooling take channels last, so those
+// tensors are held as [n, spatial..., c]. Rank < 3 tensors are always kAsIs.
+enum class Layout : uint8_t { kAsIs, kChannelsLast };
+
+// ONNX axis `a` of a rank-r tensor → its position in a channels-last builder shape.
+int channels_last_position(int a, int r) { return a == 0 ? 0 : a == 1 ? r - 1 : a - 1; }
+
+Shape to_channels_last(const Shape& s) {
+  if (s.size() < 3) return s;
+  Shape out{s[0]};
+  out.insert(out.end(), s.begin() + 2, s.end());
+  out.push_back(s[1]);
+  return out;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) t += ',';
+    t += std::to_string(s[i]);
+  }
+  return t + "]";
+}
+
+bool is_float_type(int32_t t) {
+  using TP = onnx::TensorProto;
+  return t == TP::FLOAT || t == TP::FLOAT16 || t == TP::DOUBLE || t == TP::BFLOAT16;
+}
+
+// What the importer knows of one ONNX tensor.
+struct TensorInfo {
+  Shape shape;             // ONNX dimensions (static after inference and overrides)
+  int32_t elem_type = 0;   // onnx::TensorProto::DataType
+  bool constant = false;   // an initializer, a Constant or the output of a folded node
+  bool from_initializer = false;  // constant derived from initializers (weights), not literals
+  bool shape_known = true;        // false only for folded constants inference left unknown
+  const onnx::TensorProto* data = nullptr;  // the constant's contents, when known
+  Value value;             // builder value (runtime tensors; constants once materialised)
+  Layout layout = Layout::kAsIs;
+  Shape builder_shape() const { return layout == Layout::kChannelsLast ? to_channels_last(shape) : shape; }
+  int64_t elements() const { return num_elements(shape); }
+};
+
+// Integer contents of a small constant tensor (axes, split sizes), from whichever field holds them.
+std::optional<std::vector<int64_t>> int_values(const onnx::TensorProto& t) {
+  using TP = onnx::TensorProto;
+  std::vector<int64_t> v;
+  if (t.data_type() == TP::INT64) {
+    if (t.int64_data_size() > 0) return std::vector<int64_t>(t.int64_data().begin(), t.int64_data().end());
+    const std::string& raw = t.raw_data();
+    if (raw.size() % 8 != 0) return std::nullopt;
+    v.resize(raw.size() / 8);
+    std::copy(raw.begin(), raw.end(), reinterpret_cast<char*>(v.data()));
+    return v;
+  }
+  if (t.data_type() == TP::INT32) {
+    if (t.int32_data_size() > 0) return std::vector<int64_t>(t.int32_data().begin(), t.int32_data().end());
+    const std::string& raw = t.raw_data();
+    if (raw.size() % 4 != 0) return std::nullopt;
+    std::vector<int32_t> w(raw.size() / 4);
+    std::copy(raw.begin(), raw.end(), reinterpret_cast<char*>(w.data()));
+    return std::vector<int64_t>(w.begin(), w.end());
+  }
+  return std::nullopt;
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, std::string_view name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+int64_t attr_int(const onnx::NodeProto& n, std::string_view name, int64_t fallback) {
+  const auto* a = find_attr(n, name);
+  return a ? a->i() : fallback;
+}
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, std::string_view name) {
+  const auto* a = find_attr(n, name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
+std::string attr_string(const onnx::NodeProto& n, std::string_view name, std::string fallback) {
+  const auto* a = find_attr(n, name);
+  return a ? a->s() : fallback;
+}
+
+// Ops that are one elementwise kernel with a single runtime input. ONNX defines many; the
+// builder has Relu, Sigmoid and Tanh. Piecewise-linear ones are modelled as Relu and smooth ones
+// as Tanh: one elementwise op whose gradient reads one saved tensor, the same kernel class and
+// size, which is what the cost model sees.
+const std::set<std::string, std::less<>> kPiecewiseUnary = {
+    "LeakyRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "Clip", "HardSigmoid", "HardSwish",
+    "Abs", "Sign", "Floor", "Ceil", "Round", "Shrink"};
+const std::set<std::string, std::less<>> kSmoothUnary = {
+    "Erf", "Exp", "Log", "Softplus", "Softsign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+    "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Mish"};
+// Ops whose output is fully determined by shapes (never by runtime values).
+const std::set<std::string, std::less<>> kShapeOnly = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+
+class Importer {
+ public:
+  Importer(std::string file, onnx::ModelProto& model, const OnnxImportOptions& options, OnnxImportReport& report)
+      : file_(std::move(file)),
+        model_(model),
+        options_(options),
+        report_(report),
+        b_(BuilderOptions{.granularity = options.granularity,
+                          .optimizer = options.optimizer,
+                          .batch_norm = options.batch_norm,
+                          .shape_ops = options.shape_ops}) {}
+
+  OpGraph run() {
+    if (!model_.has_graph() || model_.graph().node_size() == 0)
+      fail("no graph with nodes: not an ONNX model, or an empty one");
+    read_header();
+    check_known_ops();
+    apply_dimension_overrides();
+    infer_shapes();
+    collect_tensors();
+    build_inputs();
+    const auto& nodes = model_.graph().node();
+    for (int i = 0; i < nodes.size(); ++i) import_node(nodes[i], i);
+    add_loss();
+    OpGraph g = std::move(b_).finish();
+    report_.stats = b_.stats();
+    return g;
+  }
+
+ private:
+  // --- errors ----------------------------------------------------------------------------------
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(file_ + ": " + what); }
+  [[noreturn]] void fail(const onnx::NodeProto& n, const std::string& what) const {
+    fail("node '" + node_name(n) + "' (" + n.op_type() + "): " + what);
+  }
+  std::string node_name(const onnx::NodeProto& n) const {
+    if (!n.name().empty()) return n.name();
+    auto it = node_index_.find(&n);
+    return n.op_type() + "#" + std::to_string(it == node_index_.end() ? -1 : it->second);
+  }
+  void approximate(const onnx::NodeProto& n, std::string how) {
+    report_.approximations.push_back({node_name(n), n.op_type(), std::move(how)});
+  }
+
+  // --- model-level passes ------------------------------------------------------------------------
+  void read_header() {
+    report_.producer = model_.producer_name();
+    if (!model_.producer_version().empty()) report_.producer += " " + model_.producer_version();
+    for (const auto& o : model_.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") report_.opset = o.version();
+    if (report_.opset == 0) fail("opset_import has no entry for the default ONNX domain");
+    for (int i = 0; i < model_.graph().node_size(); ++i) node_index_[&model_.graph().node(i)] = i;
+  }
+
+  // Unknown op types and foreign domains fail before shape inference, which would otherwise
+  // report them less clearly (or not at all).
+  void check_known_ops() const {
+    for (const auto& n : model_.graph().node()) {
+      if (!n.domain().empty() && n.domain() != "ai.onnx")
+        fail(n, "operator domain '" + n.domain() + "' is not supported (only the default ONNX domain)");
+      if (onnx::OpSchemaRegistry::Schema(n.op_type(), onnx::ONNX_DOMAIN) == nullptr)
+        fail(n, "'" + n.op_type() + "' is not an ONNX operator");
+    }
+  }
+
+  bool is_initializer(const std::string& name) const {
+    for (const auto& t : model_.graph().initializer())
+      if (t.name() == name) return true;
+    return false;
+  }
+
+  // Fixes the batch and named symbolic dimensions of the graph inputs before inference, so every
+  // shape downstream comes out static.
+  void apply_dimension_overrides() {
+    auto* graph = model_.mutable_graph();
+    for (auto& input : *graph->mutable_input()) {
+      if (is_initializer(input.name())) continue;  // IR < 4 lists initializers as inputs too
+      if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape())
+        fail("graph input '" + input.name() + "' has no tensor shape");
+      auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+      for (int d = 0; d < shape->dim_size(); ++d) {
+        auto* dim = shape->mutable_dim(d);
+        if (d == 0 && options_.batch > 0) {
+          dim->set_dim_value(options_.batch);
+          continue;
+        }
+        if (dim->has_dim_value()) continue;
+        std::string param = dim->has_dim_param() ? dim->dim_param() : std::string();
+        auto it = options_.dim_values.find(param);
+        if (!param.empty() && it != options_.dim_values.end()) {
+          dim->set_dim_value(it->second);
+          continue;
+        }
+        fail("graph input '" + input.name() + "' dimension " + std::to_string(d) + " is symbolic ('" + param +
+             "'): give its size (" + (d == 0 ? "OnnxImportOptions::batch" : "OnnxImportOptions::dim_values") + ")");
+      }
+    }
+  }
+
+  void infer_shapes() {
+    // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
+    // the overrides; inference recomputes every intermediate shape from the inputs.
+    model_.mutable_graph()->clear_value_info();
+    try {
+      onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(/*check_type=*/false, /*strict=*/1,
+                                                                     /*data_prop=*/true));
+    } catch (const std::exception& e) {
+      fail(std::string("ONNX shape inference failed: ") + e.what());
+    }
+  }
+
+  // Records the static shape and type of every tensor the graph names.
+  void collect_tensors() {
+    const auto& g = model_.graph();
+    for (const auto& t : g.initializer()) {
+      TensorInfo& info = tensors_[t.name()];
+      info.shape.assign(t.dims().begin(), t.dims().end());
+      info.elem_type = t.data_type();
+      info.constant = true;
+      info.from_initializer = true;
+      info.data = &t;
+    }
+    auto record = [&](const onnx::ValueInfoProto& v) {
+      if (tensors_.count(v.name()) && tensors_[v.name()].constant) return;
+      if (!v.type().has_tensor_type()) return;
+      const auto& tt = v.type().tensor_type();
+      TensorInfo& info = typed_[v.name()];
+      info.elem_type = tt.elem_type();
+      if (!tt.has_shape()) return;
+      Shape s;
+      for (const auto& d : tt.shape().dim()) {
+        if (!d.has_dim_value()) return;  // unknown: left empty, caught where the tensor is used
+        s.push_back(d.dim_value());
+      }
+      info.shape = std::move(s);
+      known_shape_.insert(v.name());
+    };
+    for (const auto& v : g.input()) record(v);
+    for (const auto& v : g.value_info()) record(v);
+    for (const auto& v : g.output()) record(v);
+    for (const auto& n : g.node())
+      for (const auto& in : n.input())
+        if (!in.empty()) ++consumers_[in];
+    for (const auto& o : g.output()) ++consumers_[o.name()];
+  }
+
+  // The inferred type and shape of a node output; fails when inference could not give a static one.
+  TensorInfo inferred(const onnx::NodeProto& n, const std::string& name) const {
+    auto it = typed_.find(name);
+    if (it == typed_.end() || !known_shape_.count(name))
+      fail(n, "the shape of output '" + name + "' could not be inferred (missing or symbolic shapes)");
+    return it->second;
+  }
+
+  // Fails on the first node computing a runtime tensor that inference left without a static
+  // shape, naming it (the same runtime/constant split as import_node makes).
+  void check_runtime_shapes() {
+    std::set<std::string> runtime;
+    for (const auto& v : model_.graph().input())
+      if (!tensors_.count(v.name())) runtime.insert(v.name());
+    for (const auto& n : model_.graph().node()) {
+      bool rt = std::any_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return runtime.count(i) > 0; });
+      if (!rt || n.op_type() == "Shape" || n.op_type() == "Size") continue;
+      for (const auto& o : n.output()) {
+        if (o.empty()) continue;
+        if (!known_shape_.count(o) && consumers_[o] > 0)
+          fail(n, "the shape of output '" + o + "' could not be inferred (missing or symbolic shapes)");
+        runtime.insert(o);
+      }
+    }
+  }
+
+  void build_inputs() {
+    const auto& g = model_.graph();
+    check_runtime_shapes();
+    std::vector<std::string> names;
+    std::vector<Shape> shapes;
+    for (const auto& v : g.input()) {
+      if (tensors_.count(v.name())) continue;  // an initializer
+      if (!known_shape_.count(v.name())) fail("graph input '" + v.name() + "' has no static shape");
+      TensorInfo info = typed_[v.name()];
+      info.layout = info.shape.size() == 4 ? Layout::kChannelsLast : Layout::kAsIs;
+      names.push_back(v.name());
+      shapes.push_back(info.builder_shape());
+      tensors_[v.name()] = info;
+    }
+    if (names.empty()) fail("the graph has no inputs besides initializers");
+    if (g.output_size() == 0) fail("the graph has no outputs");
+    const std::string& out = g.output(0).name();
+    if (!known_shape_.count(out)) fail("graph output '" + out + "' has no static shape");
+    const Shape& os = typed_[out].shape;
+    label_rows_ = os.size() < 2 ? (os.empty() ? 1 : os[0]) : num_elements(os) / os.back();
+    shapes.push_back({label_rows_});
+    std::vector<Value> values = b_.input_pipeline(shapes);
+    for (std::size_t i = 0; i < names.size(); ++i) tensors_[names[i]].value = values[i];
+    labels_ = values.back();
+    report_.inputs = names;
+    report_.logits = out;
+  }
+
+  // --- tensors as builder values ---------------------------------------------------------------
+  TensorInfo& tensor(const onnx::NodeProto& n, const std::string& name) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end())
+      fail(n, "input '" + name + "' is not produced by an earlier node, a graph input or an initializer");
+    return it->second;
+  }
+  TensorInfo& input(const onnx::NodeProto& n, int i) {
+    if (i >= n.input_size() || n.input(i).empty()) fail(n, "input " + std::to_string(i) + " is missing");
+    return tensor(n, n.input(i));
+  }
+  bool has_input(const onnx::NodeProto& n, int i) const { return i < n.input_size() && !n.input(i).empty(); }
+
+  // The builder value of `t` with builder shape `want` (same element count). A constant becomes a
+  // variable the first time it is needed: trainable when it holds weights (floating point, more
+  // than one element, derived from initializers), else a non-trainable constant. A value held in
+  // another shape is reinterpreted with a Reshape (a noop kernel), as a layout change costs
+  // nothing in the cost model's terms.
+  Value value_as(const std::string& name, TensorInfo& t, const Shape& want) {
+    if (consumed_.count(name))
+      fail("tensor '" + name + "' is read both as the parameters of a normalisation/LSTM node and elsewhere");
+    if (!t.shape_known) fail("tensor '" + name + "' has no inferred shape");
+    if (!t.value.valid()) {
+      PLACELAB_CHECK(t.constant) << "runtime tensor " << name << " has no value";
+      bool weights = t.from_initializer && is_float_type(t.elem_type) && t.elements() > 1;
+      t.value = weights ? b_.variable(name, want) : b_.non_trainable_variable(name, want);
+      if (weights) trainable_created_.insert(name);
+      return t.value;
+    }
+    if (b_.shape(t.value) == want) return t.value;
+    PLACELAB_CHECK(num_elements(b_.shape(t.value)) == num_elements(want))
+        << name << ": " << shape_text(b_.shape(t.value)) << " as " << shape_text(want);
+    return b_.reshape(t.value, want);
+  }
+  Value value_in(const std::string& name, TensorInfo& t, Layout layout) {
+    Shape want = layout == Layout::kChannelsLast ? to_channels_last(t.shape) : t.shape;
+    return value_as(name, t, want);
+  }
+  Value in_value(const onnx::NodeProto& n, int i, Layout layout) { return value_in(n.input(i), input(n, i), layout); }
+
+  // Stores the builder value of a node output; checks the builder's shape against inference.
+  void set_output(const onnx::NodeProto& n, int i, Value v, Layout layout) {
+    if (i >= n.output_size() || n.output(i).empty()) return;
+    TensorInfo info = inferred(n, n.output(i));
+    if (info.shape.size() < 3) layout = Layout::kAsIs;
+    info.layout = layout;
+    if (b_.shape(v) != info.builder_shape()) {
+      if (num_elements(b_.shape(v)) != info.elements())
+        fail(n, "modelled output " + shape_text(b_.shape(v)) + " does not match the inferred shape " +
+                    shape_text(info.shape));
+      // Same elements, other arrangement (e.g. a channels-last result of a rank-3 op).
+      info.layout = Layout::kAsIs;
+      v = b_.shape(v) == info.shape ? v : b_.reshape(v, info.shape);
+    }
+    info.value = v;
+    tensors_[n.output(i)] = info;
+  }
+  // A value passed through unchanged (Identity, Cast…).
+  void alias_output(const onnx::NodeProto& n, int i, const TensorInfo& from) {
+    if (i >= n.output_size() || n.output(i).empty()) return;
+    TensorInfo info = inferred(n, n.output(i));
+    if (info.shape != from.shape) fail(n, "expected the output shape to equal the input shape");
+    info.value = from.value;
+    info.layout = from.layout;
+    info.constant = from.constant;
+    info.from_initializer = from.from_initializer;
+    info.data = from.data;
+    tensors_[n.output(i)] = info;
+  }
+
+  // --- nodes ------------------------------------------------------------------------------------
+  // The layer scope of a node: its name up to the last '/' (PyTorch ≥ 1.13 names nodes
+  // "/layer1/layer1.0/conv1/Conv"), else the name itself, else "<op>_<index>".
+  std::string layer_key(const onnx::NodeProto& n, int index) const {
+    std::string name = n.name();
+    while (!name.empty() && name.front() == '/') name.erase(name.begin());
+    auto slash = name.rfind('/');
+    if (slash != std::string::npos) return name.substr(0, slash);
+    return name.empty() ? n.op_type() + "_" + std::to_string(index) : name;
+  }
+
+  void import_node(const onnx::NodeProto& n, int index) {
+    ++report_.op_counts[n.op_type()];
+    bool runtime = false;
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty() && !tensor(n, n.input(i)).constant) runtime = true;
+    const std::string& op = n.op_type();
+    // Shape/Size read only static shapes; nodes without a runtime input compute constants.
+    if (!runtime || op == "Shape" || op == "Size") {
+      fold(n);
+      return;
+    }
+    std::string key = layer_key(n, index);
+    auto [it, inserted] = layer_ids_.emplace(key, static_cast<int32_t>(layer_ids_.size()));
+    (void)inserted;
+    auto scope = b_.layer(key, it->second);
+    dispatch(n);
+  }
+
+  void fold(const onnx::NodeProto& n) {
+    ++report_.folded_nodes;
+    bool from_init = false;
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty()) from_init = from_init || tensor(n, n.input(i)).from_initializer;
+    const onnx::TensorProto* data = nullptr;
+    if (n.op_type() == "Constant") {
+      const auto* a = find_attr(n, "value");
+      if (a && a->has_t()) data = &a->t();
+    }
+    for (int i = 0; i < n.output_size(); ++i) {
+      if (n.output(i).empty()) continue;
+      TensorInfo info;
+      auto it = typed_.find(n.output(i));
+      if (it != typed_.end()) info = it->second;
+      if (!known_shape_.count(n.output(i))) {
+        // A constant nobody turns into a runtime value may keep an unknown shape (e.g. a Shape
+        // of a dynamic reshape that was itself folded); it is checked where it is used.
+        info.shape.clear();
+        info.shape_known = false;
+      }
+      info.constant = true;
+      info.from_initializer = from_init && n.op_type() != "Shape" && n.op_type() != "Size";
+      info.data = data;
+      tensors_[n.output(i)] = info;
+    }
+  }
+
+  void dispatch(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    if (op == "Conv") return conv(n);
+    if (op == "Gemm") return gemm(n);
+    if (op == "MatMul") return matmul(n);
+    if (op == "BatchNormalization") return batch_norm(n);
+    if (op == "LayerNormalization") return layer_norm(n);
+    if (op == "MaxPool" || op == "AveragePool") return pool(n);
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return global_pool(n);
+    if (op == "Relu") return set_output(n, 0, b_.relu(in_value(n, 0, input(n, 0).layout)), input(n, 0).layout);
+    if (op == "Sigmoid") return set_output(n, 0, b_.sigmoid(in_value(n, 0, input(n, 0).layout)), input(n, 0).layout);
+    if (op == "Tanh") return set_output(n, 0, b_.tanh(in_value(n, 0, input(n, 0).layout)), input(n, 0).layout);
+    if (kPiecewiseUnary.count(op) || kSmoothUnary.count(op)) return unary_approx(n);
+    if (op == "Neg") return set_output(n, 0, b_.scale(in_value(n, 0, input(n, 0).layout), -1), input(n, 0).layout);
+    if (op == "Sqrt") return set_output(n, 0, b_.pow(in_value(n, 0, input(n, 0).layout), 0.5), input(n, 0).layout);
+    if (op == "Reciprocal")
+      return set_output(n, 0, b_.pow(in_value(n, 0, input(n, 0).layout), -1), input(n, 0).layout);
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min" ||
+        op == "PRelu")
+      return binary(n);
+    if (op == "Sum" || op == "Mean") return sum(n);
+    if (op == "Concat") return concat(n);
+    if (op == "Split") return split(n);
+    if (kShapeOnly.count(op)) return reshape(n);
+    if (op == "Transpose") return transpose(n);
+    if (op == "Identity") return alias_output(n, 0, input(n, 0));
+    if (op == "Cast") {
+      approximate(n, "Cast modelled as free: the tensor keeps 4-byte elements");
+      return alias_output(n, 0, input(n, 0));
+    }
+    if (op == "Dropout") return dropout(n);
+    if (op == "Gather") return gather(n);
+    if (op == "ReduceMean" || op == "ReduceSum") return reduce(n);
+    if (op == "Softmax" || op == "LogSoftmax") return softmax(n);
+    if (op == "LSTM") return lstm(n);
+    fail(n, "the importer cannot model '" + op + "' on runtime tensors (supported ops: docs/onnx.md)");
+  }
+
+  // Symmetric padding for a window op along one axis that gives the inferred output size: the
+  // builder has one pad per side. Records an approximation when ONNX pads asymmetrically.
+  int64_t window_pad(const onnx::NodeProto& n, int64_t in, int64_t window, int64_t stride, int64_t out,
+                     int64_t begin, int64_t end) {
+    int64_t p = (begin + end) / 2;
+    for (int64_t candidate : {p, p + 1, p - 1}) {
+      if (candidate < 0) continue;
+      if ((in + 2 * candidate - window) / stride + 1 == out) {
+        if (candidate != begin || candidate != end)
+          approximate(n, "padding " + std::to_string(begin) + "/" + std::to_string(end) + " modelled as " +
+                             std::to_string(candidate) + " on both sides (same output size)");
+        return candidate;
+      }
+    }
+    fail(n, "no symmetric padding gives the inferred output size " + std::to_string(out));
+  }
+
+  struct Window {
+    int64_t kh, kw, stride, pad_h, pad_w;
+  };
+  // Reads kernel_shape/strides/pads/auto_pad/dilations of a 2-D window op on x [n,c,h,w] with
+  // inferred output [n,k,ho,wo].
+  Window window(const onnx::NodeProto& n, const Shape& x, const Shape& y, int64_t kh, int64_t kw) {
+    std::vector<int64_t> strides = attr_ints(n, "strides");
+    std::vector<int64_t> dil = attr_ints(n, "dilations");
+    std::vector<int64_t> pads = attr_ints(n, "pads");
+    if (strides.empty()) strides = {1, 1};
+    if (strides.size() != 2) fail(n, "expected 2 strides");
+    if (strides[0] != strides[1])
+      fail(n, "strides " + std::to_string(strides[0]) + "x" + std::to_string(strides[1]) +
+                  " differ per axis: the builder's windows have one stride");
+    for (int64_t d : dil)
+      if (d != 1) fail(n, "dilations other than 1 are not supported");
+    std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+    int64_t s = strides[0];
+    std::array<int64_t, 4> p{0, 0, 0, 0};
+    if (auto_pad == "NOTSET") {
+      if (!pads.empty() && pads.size() != 4) fail(n, "expected 4 pads");
+      if (pads.size() == 4) std::copy(pads.begin(), pads.end(), p.begin());
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t th = std::max<int64_t>(0, (y[2] - 1) * s + kh - x[2]);
+      int64_t tw = std::max<int64_t>(0, (y[3] - 1) * s + kw - x[3]);
+      bool upper = auto_pad == "SAME_UPPER";
+      p = {upper ? th / 2 : th - th / 2, upper ? tw / 2 : tw - tw / 2, upper ? th - th / 2 : th / 2,
+           upper ? tw - tw / 2 : tw / 2};
+    }
+    return {kh, kw, s, window_pad(n, x[2], kh, s, y[2], p[0], p[2]), window_pad(n, x[3], kw, s, y[3], p[1], p[3])};
+  }
+
+  void conv(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    TensorInfo& w = input(n, 1);
+    if (x.shape.size() != 4) fail(n, "only 2-D convolutions (rank-4 input) are supported, input is " + shape_text(x.shape));
+    if (!w.constant) fail(n, "the weights (input 1) must be an initializer");
+    if (w.shape.size() != 4) fail(n, "weights " + shape_text(w.shape) + " are not [k, c/group, r, s]");
+    const Shape y = inferred(n, n.output(0)).shape;
+    const int64_t k = w.shape[0], cg = w.shape[1], r = w.shape[2], s = w.shape[3];
+    const int64_t group = attr_int(n, "group", 1);
+    if (group < 1 || x.shape[1] != cg * group || k % group != 0)
+      fail(n, "group " + std::to_string(group) + " does not divide input channels " + std::to_string(x.shape[1]) +
+                  " and filters " + std::to_string(k));
+    Window win = window(n, x.shape, y, r, s);
+    Value xv = in_value(n, 0, Layout::kChannelsLast);
+    Value out;
+    if (group == 1) {
+      out = b_.conv2d(xv, value_as(n.input(1), w, {r, s, cg, k}), win.stride, win.pad_h, win.pad_w);
+    } else {
+      // TF 1.x had no grouped convolution: split the channels, one Conv2D per group, concat.
+      // Parameters and FLOPs equal the grouped kernel's.
+      approximate(n, "group " + std::to_string(group) + " modelled as " + std::to_string(group) +
+                         " convolutions on split channels + concat");
+      consume(n, 1);
+      std::vector<Value> parts = b_.split(xv, 3, static_cast<int>(group));
+      std::vector<Value> outs;
+      for (int64_t gi = 0; gi < group; ++gi) {
+        Value wg = b_.variable(n.input(1) + "/group" + std::to_string(gi), {r, s, cg, k / group});
+        outs.push_back(b_.conv2d(parts[static_cast<std::size_t>(gi)], wg, win.stride, win.pad_h, win.pad_w));
+      }
+      out = b_.concat(outs, 3);
+    }
+    if (has_input(n, 2)) out = b_.bias_add(out, value_as(n.input(2), input(n, 2), {k}));
+    set_output(n, 0, out, Layout::kChannelsLast);
+  }
+
+  void gemm(const onnx::NodeProto& n) {
+    TensorInfo& a = input(n, 0);
+    TensorInfo& bt = input(n, 1);
+    if (a.shape.size() != 2 || bt.shape.size() != 2) fail(n, "Gemm operands must be 2-D");
+    bool trans_a = attr_int(n, "transA", 0) != 0, trans_b = attr_int(n, "transB", 0) != 0;
+    const auto* alpha = find_attr(n, "alpha");
+    const auto* beta = find_attr(n, "beta");
+    if ((alpha && alpha->f() != 1.0f) || (beta && beta->f() != 1.0f))
+      approximate(n, "alpha/beta scaling folded into the operands (no extra op)");
+    Value av = in_value(n, 0, Layout::kAsIs);
+    if (trans_a) av = b_.transpose(av, {1, 0});
+    Value bv = in_value(n, 1, Layout::kAsIs);
+    Value y = b_.matmul(av, bv, trans_b);
+    int64_t cols = b_.shape(y)[1];
+    if (has_input(n, 2)) {
+      TensorInfo& c = input(n, 2);
+      if (c.elements() == cols && (c.shape.size() == 1 || c.shape[0] == 1))
+        y = b_.bias_add(y, value_as(n.input(2), c, {cols}));
+      else
+        y = b_.add(y, in_value(n, 2, Layout::kAsIs));
+    }
+    set_output(n, 0, y, Layout::kAsIs);
+  }
+
+  void matmul(const onnx::NodeProto& n) {
+    TensorInfo& a = input(n, 0);
+    TensorInfo& bt = input(n, 1);
+    if (a.shape.size() < 2 || bt.shape.size() < 2) fail(n, "1-D MatMul operands are not supported");
+    Value av = in_value(n, 0, Layout::kAsIs);
+    Value bv;
+    bool leading_ones = std::all_of(bt.shape.begin(), bt.shape.end() - 2, [](int64_t d) { return d == 1; });
+    if (bt.constant && leading_ones) {
+      // A weight matrix (possibly exported as [1, k, n]): one variable [k, n] shared across rows.
+      bv = value_as(n.input(1), bt, {bt.shape[bt.shape.size() - 2], bt.shape.back()});
+    } else {
+      bv = in_value(n, 1, Layout::kAsIs);
+      const Shape& sa = a.shape;
+      const Shape& sb = bt.shape;
+      bool batched_ok = sb.size() == 2 || (sa.size() == sb.size() && std::equal(sa.begin(), sa.end() - 2, sb.begin()));
+      if (!batched_ok)
+        fail(n, "batch dimensions of " + shape_text(sa) + " and " + shape_text(sb) +
+                    " must be equal (broadcast batched MatMul is not supported)");
+    }
+    set_output(n, 0, b_.matmul(av, bv), Layout::kAsIs);
+  }
+
+  // Input `i` is a constant the builder recreates as its own variables of identical size (batch
+  // norm scale/offset/statistics, LSTM weights, grouped filters): it must not also become a
+  // variable through value_as.
+  void consume(const onnx::NodeProto& n, int i) {
+    TensorInfo& t = input(n, i);
+    if (!t.constant) fail(n, "input " + std::to_string(i) + " ('" + n.input(i) + "') must be an initializer");
+    if (t.value.valid()) fail(n, "input '" + n.input(i) + "' is also read by an earlier node; shared parameters are not supported here");
+    consumed_.insert(n.input(i));
+  }
+  void consume_from(const onnx::NodeProto& n, int from) {
+    for (int i = from; i < n.input_size(); ++i)
+      if (has_input(n, i)) consume(n, i);
+  }
+
+  void batch_norm(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    if (x.shape.size() < 2) fail(n, "input " + shape_text(x.shape) + " has no channel axis");
+    consume_from(n, 1);
+    const int64_t c = x.shape[1];
+    for (int i = 1; i < 5; ++i)
+      if (has_input(n, i) && tensor(n, n.input(i)).shape != Shape{c})
+        fail(n, "input " + std::to_string(i) + " is " + shape_text(tensor(n, n.input(i)).shape) + ", expected [" +
+                    std::to_string(c) + "]");
+    Layout layout = x.shape.size() >= 3 ? Layout::kChannelsLast : Layout::kAsIs;
+    set_output(n, 0, b_.batch_norm(in_value(n, 0, layout), true), layout);
+    // Training-mode exports also output the running statistics: the builder's moving-average
+    // update ops compute them; later readers see constants.
+    for (int i = 1; i < n.output_size(); ++i)
+      if (!n.output(i).empty()) {
+        TensorInfo info;
+        info.constant = true;
+        info.shape = {c};
+        info.elem_type = x.elem_type;
+        tensors_[n.output(i)] = info;
+      }
+  }
+
+  void layer_norm(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    consume_from(n, 1);
+    int64_t axis = attr_int(n, "axis", -1);
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (axis < 0) axis += rank;
+    if (axis != rank - 1)
+      approximate(n, "normalisation over axes " + std::to_string(axis) + ".. modelled over the last axis only");
+    if (!has_input(n, 2)) approximate(n, "no bias in the file; the builder's layer norm adds beta");
+    set_output(n, 0, b_.layer_norm(in_value(n, 0, Layout::kAsIs)), Layout::kAsIs);
+  }
+
+  void pool(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    if (x.shape.size() != 4) fail(n, "only 2-D pooling (rank-4 input) is supported");
+    std::vector<int64_t> k = attr_ints(n, "kernel_shape");
+    if (k.size() != 2) fail(n, "kernel_shape must have 2 entries");
+    if (k[0] != k[1]) fail(n, "non-square window " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + " is not supported");
+    const Shape y = inferred(n, n.output(0)).shape;
+    if (attr_int(n, "ceil_mode", 0) != 0) approximate(n, "ceil_mode modelled by the padding that gives its output size");
+    Window win = window(n, x.shape, y, k[0], k[1]);
+    if (win.pad_h != win.pad_w) fail(n, "different padding per axis is not supported for pooling");
+    Value xv = in_value(n, 0, Layout::kChannelsLast);
+    Value out = n.op_type() == "MaxPool" ? b_.max_pool(xv, k[0], win.stride, win.pad_h)
+                                         : b_.avg_pool(xv, k[0], win.stride, win.pad_h);
+    set_output(n, 0, out, Layout::kChannelsLast);
+  }
+
+  void global_pool(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    if (x.shape.size() != 4) fail(n, "only 2-D pooling (rank-4 input) is supported");
+    Value xv = in_value(n, 0, Layout::kChannelsLast);
+    bool max = n.op_type() == "GlobalMaxPool";
+    Value out;
+    if (x.shape[2] == x.shape[3]) {
+      // The zoo's global pooling: a window over the whole feature map.
+      out = max ? b_.max_pool(xv, x.shape[2], 1, 0) : b_.avg_pool(xv, x.shape[2], 1, 0);
+    } else {
+      if (max) approximate(n, "non-square global max pooling modelled as a mean reduction");
+      out = b_.reduce_mean(xv, {1, 2}, true);
+    }
+    set_output(n, 0, out, Layout::kChannelsLast);
+  }
+
+  void unary_approx(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    bool piecewise = kPiecewiseUnary.count(n.op_type()) > 0;
+    approximate(n, n.op_type() + (piecewise ? " modelled as Relu" : " modelled as Tanh") +
+                       ": one elementwise op, gradient reading one saved tensor");
+    Value xv = in_value(n, 0, x.layout);
+    set_output(n, 0, piecewise ? b_.relu(xv) : b_.tanh(xv), x.layout);
+  }
+
+  // The builder value of operand `i` for a broadcasting op with output rank `rank` in `layout`.
+  Value broadcast_operand(const onnx::NodeProto& n, int i, std::size_t rank, Layout layout) {
+    TensorInfo& t = input(n, i);
+    if (layout == Layout::kAsIs) return value_in(n.input(i), t, Layout::kAsIs);
+    // Channels last needs the full rank to know which axis is the channel one: [C,1,1] becomes
+    // [1,1,1,C].
+    Shape aligned(rank - t.shape.size(), 1);
+    aligned.insert(aligned.end(), t.shape.begin(), t.shape.end());
+    return value_as(n.input(i), t, to_channels_last(aligned));
+  }
+
+  void binary(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    TensorInfo& a = input(n, 0);
+    TensorInfo& c = input(n, 1);
+    const Shape out = inferred(n, n.output(0)).shape;
+    Layout layout = out.size() >= 3 && (a.layout == Layout::kChannelsLast || c.layout == Layout::kChannelsLast)
+                        ? Layout::kChannelsLast
+                        : Layout::kAsIs;
+    // A scalar constant operand is folded into the kernel (TF's x * 0.5 is one Mul of x).
+    bool a_scalar = a.constant && a.elements() == 1, c_scalar = c.constant && c.elements() == 1;
+    if (a_scalar || c_scalar) {
+      int ri = a_scalar ? 1 : 0;
+      Value x = value_in(n.input(ri), input(n, ri), input(n, ri).layout);
+      layout = input(n, ri).layout;
+      Value y;
+      if (op == "Add") y = b_.add_constant(x, 0);
+      else if (op == "Mul") y = b_.scale(x, 0);
+      else if (op == "Sub") {
+        if (a_scalar) approximate(n, "constant − x modelled as x + constant (one elementwise op)");
+        y = b_.add_constant(x, 0);
+      } else if (op == "Div") {
+        y = a_scalar ? b_.pow(x, -1) : b_.scale(x, 0);
+      } else if (op == "Pow" && c_scalar) {
+        y = b_.pow(x, 0);
+      } else {
+        approximate(n, op + " with a constant modelled as Relu (one elementwise op)");
+        y = b_.relu(x);
+      }
+      return set_output(n, 0, y, layout);
+    }
+    Value av = broadcast_operand(n, 0, out.size(), layout);
+    Value cv = broadcast_operand(n, 1, out.size(), layout);
+    Value y;
+    if (op == "Add") y = b_.add(av, cv);
+    else if (op == "Sub") y = b_.sub(av, cv);
+    else if (op == "Mul") y = b_.mul(av, cv);
+    else {
+      approximate(n, op + " modelled as Mul: one two-input elementwise op with the same broadcast");
+      y = b_.mul(av, cv);
+    }
+    set_output(n, 0, y, layout);
+  }
+
+  void sum(const onnx::NodeProto& n) {
+    const Shape out = inferred(n, n.output(0)).shape;
+    std::vector<Value> vs;
+    bool same = true;
+    for (int i = 0; i < n.input_size(); ++i) {
+      vs.push_back(in_value(n, i, Layout::kAsIs));
+      same = same && input(n, i).shape == out;
+    }
+    Value y;
+    if (same) {
+      y = b_.add_n(vs);
+    } else {
+      y = vs[0];
+      for (std::size_t i = 1; i < vs.size(); ++i) y = b_.add(y, vs[i]);
+    }
+    if (n.op_type() == "Mean") y = b_.scale(y, 1.0 / static_cast<double>(vs.size()));
+    set_output(n, 0, y, Layout::kAsIs);
+  }
+
+  int normalized_axis(const onnx::NodeProto& n, int64_t axis, std::size_t rank) {
+    int64_t r = static_cast<int64_t>(rank);
+    if (axis < -r || axis >= r) fail(n, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+    return static_cast<int>(axis < 0 ? axis + r : axis);
+  }
+
+  void concat(const onnx::NodeProto& n) {
+    const Shape out = inferred(n, n.output(0)).shape;
+    int axis = normalized_axis(n, attr_int(n, "axis", 0), out.size());
+    bool all_cl = out.size() >= 3;
+    for (int i = 0; i < n.input_size(); ++i) all_cl = all_cl && input(n, i).layout == Layout::kChannelsLast;
+    Layout layout = all_cl ? Layout::kChannelsLast : Layout::kAsIs;
+    std::vector<Value> vs;
+    for (int i = 0; i < n.input_size(); ++i) vs.push_back(in_value(n, i, layout));
+    int baxis = all_cl ? channels_last_position(axis, static_cast<int>(out.size())) : axis;
+    set_output(n, 0, b_.concat(vs, baxis), layout);
+  }
+
+  void split(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    int axis = normalized_axis(n, attr_int(n, "axis", 0), x.shape.size());
+    int parts = n.output_size();
+    std::vector<int64_t> sizes;
+    if (has_input(n, 1)) {
+      const TensorInfo& s = input(n, 1);
+      if (!s.data || !int_values(*s.data)) fail(n, "split sizes must be a constant");
+      sizes = *int_values(*s.data);
+    } else {
+      sizes = attr_ints(n, "split");
+    }
+    for (int64_t s : sizes)
+      if (s * parts != x.shape[static_cast<std::size_t>(axis)])
+        fail(n, "unequal split sizes are not supported (the builder splits into equal parts)");
+    Layout layout = x.layout;
+    int baxis = layout == Layout::kChannelsLast ? channels_last_position(axis, static_cast<int>(x.shape.size())) : axis;
+    std::vector<Value> outs = b_.split(in_value(n, 0, layout), baxis, parts);
+    for (int i = 0; i < parts; ++i) set_output(n, i, outs[static_cast<std::size_t>(i)], layout);
+  }
+
+  void reshape(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const Shape out = inferred(n, n.output(0)).shape;
+    if (out == x.shape) return alias_output(n, 0, x);
+    // Shape-only: a noop kernel over the same elements, in the ONNX element order.
+    Value xv = x.layout == Layout::kAsIs ? in_value(n, 0, Layout::kAsIs) : x.value;
+    set_output(n, 0, b_.reshape(xv, out), Layout::kAsIs);
+  }
+
+  void transpose(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const int r = static_cast<int>(x.shape.size());
+    std::vector<int64_t> perm = attr_ints(n, "perm");
+    if (perm.empty())
+      for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+    if (static_cast<int>(perm.size()) != r) fail(n, "perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
+    std::vector<int> bperm;
+    for (int64_t p : perm) {
+      int a = normalized_axis(n, p, x.shape.size());
+      bperm.push_back(x.layout == Layout::kChannelsLast ? channels_last_position(a, r) : a);
+    }
+    std::vector<int> identity(static_cast<std::size_t>(r));
+    std::iota(identity.begin(), identity.end(), 0);
+    Value xv = in_value(n, 0, x.layout);
+    // NCHW → NHWC of a channels-last value is already in place: no op.
+    set_output(n, 0, bperm == identity ? xv : b_.transpose(xv, bperm), Layout::kAsIs);
+  }
+
+  void dropout(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const auto* ratio = find_attr(n, "ratio");
+    double rate = ratio ? ratio->f() : 0.5;
+    // A training step drops out (the builder emits TF's mask ops); the mask output, when read,
+    // is not modelled separately.
+    set_output(n, 0, b_.dropout(in_value(n, 0, x.layout), rate), x.layout);
+    if (n.output_size() > 1 && !n.output(1).empty() && consumers_[n.output(1)] > 0)
+      fail(n, "the dropout mask output is read by another node; not supported");
+  }
+
+  void gather(const onnx::NodeProto& n) {
+    TensorInfo& data = input(n, 0);
+    if (!data.constant || data.shape.size() != 2 || attr_int(n, "axis", 0) != 0)
+      fail(n, "only embedding lookups (a 2-D initializer table, axis 0) are supported");
+    if (data.value.valid() && !trainable_created_.count(n.input(0)))
+      fail(n, "the embedding table is used as a non-trainable constant elsewhere");
+    Value table = value_as(n.input(0), data, data.shape);
+    Value ids = in_value(n, 1, Layout::kAsIs);
+    set_output(n, 0, b_.gather(table, ids), Layout::kAsIs);
+  }
+
+  std::vector<int64_t> reduce_axes(const onnx::NodeProto& n) {
+    if (find_attr(n, "axes")) return attr_ints(n, "axes");
+    if (has_input(n, 1)) {
+      const TensorInfo& a = input(n, 1);
+      auto v = a.data ? int_values(*a.data) : std::nullopt;
+      if (!v) fail(n, "axes must be a constant");
+      return *v;
+    }
+    return {};
+  }
+
+  void reduce(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const int r = static_cast<int>(x.shape.size());
+    std::vector<int64_t> axes = reduce_axes(n);
+    bool keep = attr_int(n, "keepdims", 1) != 0;
+    if (axes.empty()) {
+      if (attr_int(n, "noop_with_empty_axes", 0) != 0) return alias_output(n, 0, x);
+      for (int i = 0; i < r; ++i) axes.push_back(i);
+    }
+    // Without keepdims the channel axis may disappear: reduce in the ONNX arrangement then.
+    Layout layout = keep ? x.layout : Layout::kAsIs;
+    std::vector<int> baxes;
+    for (int64_t a : axes) {
+      int na = normalized_axis(n, a, x.shape.size());
+      baxes.push_back(layout == Layout::kChannelsLast ? channels_last_position(na, r) : na);
+    }
+    Value xv = in_value(n, 0, layout);
+    Value y = n.op_type() == "ReduceMean" ? b_.reduce_mean(xv, baxes, keep) : b_.reduce_sum(xv, baxes, keep);
+    set_output(n, 0, y, layout);
+  }
+
+  void softmax(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const int r = static_cast<int>(x.shape.size());
+    int axis = normalized_axis(n, attr_int(n, "axis", report_.opset >= 13 ? -1 : 1), x.shape.size());
+    if (n.op_type() == "LogSoftmax") approximate(n, "LogSoftmax modelled as Softmax (same kernel class and size)");
+    Layout layout = Layout::kAsIs;
+    if (x.layout == Layout::kChannelsLast && channels_last_position(axis, r) == r - 1)
+      layout = Layout::kChannelsLast;  // the channel axis is already last in the builder
+    else if (axis != r - 1)
+      approximate(n, "softmax over axis " + std::to_string(axis) + " modelled over the last axis");
+    set_output(n, 0, b_.softmax(in_value(n, 0, layout)), layout);
+  }
+
+  // ONNX LSTM (gates i, o, f, c; W [dirs,4h,in], R [dirs,4h,h], B [dirs,8h]) unrolled over the
+  // sequence as TF 1.x BasicLSTMCell steps (gates i, j, f, o: the same work). Per direction one
+  // kernel variable [in+h, 4h] holds W and R, and one bias variable [8h] holds both ONNX biases,
+  // summed each step into the cell's [4h] bias, so the parameter count equals the file's.
+  void lstm(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    TensorInfo& w = input(n, 1);
+    TensorInfo& rt = input(n, 2);
+    if (!w.constant || !rt.constant) fail(n, "W and R must be initializers");
+    if (x.shape.size() != 3 || w.shape.size() != 3 || rt.shape.size() != 3) fail(n, "X, W and R must be 3-D");
+    const int64_t h = attr_int(n, "hidden_size", rt.shape[2]);
+    const int64_t dirs = w.shape[0], in = w.shape[2];
+    const bool batch_first = attr_int(n, "layout", 0) != 0;
+    const int64_t seq = batch_first ? x.shape[1] : x.shape[0], batch = batch_first ? x.shape[0] : x.shape[1];
+    const std::string direction = attr_string(n, "direction", "forward");
+    if (w.shape[1] != 4 * h || rt.shape[1] != 4 * h || rt.shape[2] != h)
+      fail(n, "W " + shape_text(w.shape) + " / R " + shape_text(rt.shape) + " do not match hidden_size " + std::to_string(h));
+    if (find_attr(n, "activations")) approximate(n, "custom activations modelled as sigmoid/tanh");
+    if (find_attr(n, "clip")) approximate(n, "cell clipping not modelled");
+    if (attr_int(n, "input_forget", 0) != 0) approximate(n, "coupled input-forget gate modelled as separate gates");
+    if (has_input(n, 5) || has_input(n, 6) || has_input(n, 7) || has_input(n, 4))
+      approximate(n, "initial states, sequence lengths and peepholes not modelled (zero states, full length)");
+    if (!has_input(n, 3)) approximate(n, "no bias in the file; the builder's cell adds one [4h] bias");
+    consume(n, 1);
+    consume(n, 2);
+    if (has_input(n, 3)) consume(n, 3);
+
+    Value xv = in_value(n, 0, Layout::kAsIs);
+    std::vector<Value> steps;
+    if (seq == 1) {
+      steps.push_back(b_.reshape(xv, {batch, in}));
+    } else {
+      for (Value s : b_.split(xv, batch_first ? 1 : 0, static_cast<int>(seq))) steps.push_back(b_.reshape(s, {batch, in}));
+    }
+    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(dirs));
+    std::vector<TrainingGraphBuilder::LstmState> finals;
+    for (int64_t d = 0; d < dirs; ++d) {
+      auto scope = b_.scope(dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
+      Value kernel = b_.variable("kernel", {in + h, 4 * h});
+      Value bias;
+      if (has_input(n, 3)) {
+        Value both = b_.variable("bias", {8 * h});
+        std::vector<Value> wb_rb = b_.split(both, 0, 2);
+        bias = b_.add(wb_rb[0], wb_rb[1]);
+      } else {
+        bias = b_.variable("bias", {4 * h});
+      }
+      bool reverse = direction == "reverse" || (direction == "bidirectional" && d == 1);
+      TrainingGraphBuilder::LstmState state;
+      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
+      hd.resize(static_cast<std::size_t>(seq));
+      for (int64_t t = 0; t < seq; ++t) {
+        int64_t step = reverse ? seq - 1 - t : t;
+        state = b_.lstm_cell(steps[static_cast<std::size_t>(step)], state, kernel, bias);
+        hd[static_cast<std::size_t>(step)] = state.h;
+      }
+      finals.push_back(state);
+    }
+    auto used = [&](int i) { return i < n.output_size() && !n.output(i).empty() && consumers_[n.output(i)] > 0; };
+    if (used(0)) {
+      // Y [seq, dirs, batch, h] (or [batch, seq, dirs, h] with layout 1).
+      std::vector<Value> per_step;
+      for (int64_t t = 0; t < seq; ++t) {
+        std::vector<Value> per_dir;
+        for (int64_t d = 0; d < dirs; ++d)
+          per_dir.push_back(b_.reshape(hs[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)], {1, 1, batch, h}));
+        per_step.push_back(b_.concat(per_dir, 1));
+      }
+      Value y = b_.concat(per_step, 0);
+      set_output(n, 0, batch_first ? b_.transpose(y, {2, 0, 1, 3}) : y, Layout::kAsIs);
+    }
+    for (int out = 1; out <= 2; ++out) {
+      if (!used(out)) continue;
+      std::vector<Value> per_dir;
+      for (const auto& f : finals) per_dir.push_back(b_.reshape(out == 1 ? f.h : f.c, {1, batch, h}));
+      Value y = b_.concat(per_dir, 0);
+      set_output(n, out, batch_first ? b_.transpose(y, {1, 0, 2}) : y, Layout::kAsIs);
+    }
+  }
+
+  // --- loss -------------------------------------------------------------------------------------
+  void add_loss() {
+    const std::string& out = report_.logits;
+    auto it = tensors_.find(out);
+    if (it == tensors_.end() || !it->second.value.valid())
+      fail("graph output '" + out + "' is a constant or was never computed: nothing to train");
+    TensorInfo& t = it->second;
+    auto scope = b_.layer("loss", static_cast<int32_t>(layer_ids_.size()));
+    const int64_t classes = t.shape.size() < 2 ? 1 : t.shape.back();
+    if (t.shape.size() < 2) {
+      report_.approximations.push_back(
+          {"loss", "SparseSoftmaxCrossEntropyWithLogits", "output of rank < 2 treated as one class per row"});
+    }
+    Value logits = value_as(out, t, {label_rows_, classes});
+    b_.minimize(b_.softmax_cross_entropy(logits, labels_));
+  }
+
+  std::string file_;
+  onnx::ModelProto& model_;
+  const OnnxImportOptions& options_;
+  OnnxImportReport& report_;
+  TrainingGraphBuilder b_;
+  std::unordered_map<std::string, TensorInfo> tensors_;  // tensors available so far
+  std::unordered_map<std::string, TensorInfo> typed_;    // inferred types and shapes
+  std::set<std::string> known_shape_;                    // names with a fully static inferred shape
+  std::unordered_map<std::string, int> consumers_;
+  std::unordered_map<const onnx::NodeProto*, int> node_index_;
+  std::set<std::string> trainable_created_;
+  std::set<std::string> consumed_;
+  std::unordered_map<std::string, int32_t> layer_ids_;
+  int64_t label_rows_ = 1;
+  Value labels_;
+};
+
+}  // namespace
+
+void OnnxImportOptions::validate() const {
+  if (batch < 0) throw InputError("OnnxImportOptions.batch = " + std::to_string(batch) + ": must be >= 0");
+  for (const auto& [name, size] : dim_values)
+    if (size <= 0)
+      throw InputError("OnnxImportOptions.dim_values[" + name + "] = " + std::to_string(size) + ": must be > 0");
+}
+
+std::string OnnxImportReport::brief_report() const {
+  std::ostringstream s;
+  int64_t nodes = 0;
+  for (const auto& [type, count] : op_counts) nodes += count;
+  s << "ONNX model from " << (producer.empty() ? "an unnamed producer" : producer) << ", opset " << opset << ": "
+    << nodes << " nodes (" << folded_nodes << " folded), " << op_counts.size() << " op types\n";
+  s << "parameters " << stats.parameters << ", forward " << stats.forward_flops / 1e9 << " GFLOPs per step\n";
+  s << approximations.size() << " approximated node(s)";
+  for (const auto& a : approximations) s << "\n  " << a.node << " (" << a.op_type << "): " << a.how;
+  return s.str();
+}
+
+OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options, OnnxImportReport* report) {
+  options.validate();
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(file + ": cannot open the file for reading");
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in))
+    throw InputError(file + ": not a valid ONNX ModelProto (protobuf parsing failed: garbage or a truncated file)");
+  OnnxImportReport local;
+  OnnxImportReport& r = report ? *report : local;
+  r = {};
+  return Importer(file, model, options, r).run();
+}
+
+}  // namespace placelab::models

@@ -1,0 +1,604 @@
+// ONNX import: fixtures are ModelProtos built here with the ONNX C++ API and written to a temp
+// dir; one file under tests/data/onnx/ comes from scripts/make-onnx-fixtures.py (python3-onnx).
+// Expected parameter counts and FLOPs are computed by hand from the kernel formulas of
+// graph/kernel.h: gemm 2·m·n·k, conv 2·n·k·c·r·s·ho·wo, elementwise elements·inputs,
+// reduction elements, softmax 5·rows·cols.
+#include "placelab/models/onnx_import.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "placelab/graph/error.h"
+#include "placelab/models/zoo.h"
+
+namespace placelab::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A ModelProto under construction. Dimensions < 0 are symbolic ("N").
+class ModelMaker {
+ public:
+  explicit ModelMaker(int64_t opset = 13) {
+    m_.set_ir_version(8);
+    m_.set_producer_name("placelab-test");
+    auto* o = m_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m_.mutable_graph()->set_name("test");
+  }
+  void input(const std::string& name, const std::vector<int64_t>& dims,
+             int32_t type = onnx::TensorProto::FLOAT) {
+    auto* v = m_.mutable_graph()->add_input();
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    for (int64_t d : dims) {
+      auto* dim = t->mutable_shape()->add_dim();
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
+    }
+  }
+  void output(const std::string& name) {
+    auto* v = m_.mutable_graph()->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  // A float initializer of zeros (values never matter to the importer).
+  void init(const std::string& name, const std::vector<int64_t>& dims) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    t->set_raw_data(std::string(static_cast<std::size_t>(n) * 4, '\0'));
+  }
+  void init_ints(const std::string& name, const std::vector<int64_t>& values) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& in,
+                        const std::vector<std::string>& out, const std::string& name = "") {
+    auto* n = m_.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? out.at(0) + "_node" : name);
+    for (const auto& i : in) n->add_input(i);
+    for (const auto& o : out) n->add_output(o);
+    return *n;
+  }
+  static void ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void integer(onnx::NodeProto& n, const std::string& name, int64_t v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  fs::path save(const std::string& file) const {
+    fs::path dir = fs::temp_directory_path() / "placelab_onnx_import_test";
+    fs::create_directories(dir);
+    fs::path p = dir / file;
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    EXPECT_TRUE(m_.SerializeToOstream(&out));
+    return p;
+  }
+  onnx::ModelProto& model() { return m_; }
+
+ private:
+  onnx::ModelProto m_;
+};
+
+// x [N,3,8,8] → Conv 4×3×3×3 + bias, pad 1 → BatchNorm → Relu → MaxPool 2/2 → GlobalAveragePool
+// → Flatten → Gemm [10,4]ᵀ + [10].
+ModelMaker tiny_cnn() {
+  ModelMaker m;
+  m.input("x", {-1, 3, 8, 8});
+  m.init("conv.w", {4, 3, 3, 3});
+  m.init("conv.b", {4});
+  for (const char* p : {"bn.scale", "bn.bias", "bn.mean", "bn.var"}) m.init(p, {4});
+  m.init("fc.w", {10, 4});
+  m.init("fc.b", {10});
+  auto& conv = m.node("Conv", {"x", "conv.w", "conv.b"}, {"c"}, "/conv/Conv");
+  ModelMaker::ints(conv, "kernel_shape", {3, 3});
+  ModelMaker::ints(conv, "pads", {1, 1, 1, 1});
+  m.node("BatchNormalization", {"c", "bn.scale", "bn.bias", "bn.mean", "bn.var"}, {"bn"}, "/bn/BatchNormalization");
+  m.node("Relu", {"bn"}, {"r"}, "/relu/Relu");
+  auto& pool = m.node("MaxPool", {"r"}, {"p"}, "/pool/MaxPool");
+  ModelMaker::ints(pool, "kernel_shape", {2, 2});
+  ModelMaker::ints(pool, "strides", {2, 2});
+  m.node("GlobalAveragePool", {"p"}, {"g"}, "/gap/GlobalAveragePool");
+  m.node("Flatten", {"g"}, {"f"}, "/flatten/Flatten");
+  auto& fc = m.node("Gemm", {"f", "fc.w", "fc.b"}, {"logits"}, "/fc/Gemm");
+  ModelMaker::integer(fc, "transB", 1);
+  m.output("logits");
+  return m;
+}
+
+// Trainable parameters: conv 4·3·3·3 + 4, batch-norm scale and offset 2·4, fc 10·4 + 10.
+constexpr int64_t kTinyCnnParams = 108 + 4 + 8 + 40 + 10;
+// Forward FLOPs at batch n: Conv 2·n·4·3·3·3·8·8 = 13824n; BiasAdd 2·256n; FusedBatchNorm 2·256n;
+// Relu 256n; MaxPool 64n·4 = 256n; global AvgPool 4n·16 = 64n; MatMul 2·n·10·4 = 80n;
+// BiasAdd 2·10n; softmax cross-entropy 5·n·10; loss Mean n.
+double tiny_cnn_flops(double n) { return n * (13824 + 512 + 512 + 256 + 256 + 64 + 80 + 20 + 50 + 1); }
+
+int count_type(const OpGraph& g, std::string_view type) {
+  int c = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v) c += g.op(v).type == type ? 1 : 0;
+  return c;
+}
+const Op* find_type(const OpGraph& g, std::string_view type) {
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == type) return &g.op(v);
+  return nullptr;
+}
+
+// Runs import_onnx and returns the InputError message ("" when nothing was thrown).
+std::string import_error(const fs::path& p, OnnxImportOptions options = {}) {
+  try {
+    import_onnx(p, options);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OnnxImport, TinyCnnHasHandCountedParametersAndFlops) {
+  OnnxImportOptions options;
+  options.batch = 2;
+  OnnxImportReport report;
+  OpGraph g = import_onnx(tiny_cnn().save("tiny_cnn.onnx"), options, &report);
+  EXPECT_EQ(report.stats.parameters, kTinyCnnParams);
+  EXPECT_DOUBLE_EQ(report.stats.forward_flops, tiny_cnn_flops(2));
+  EXPECT_EQ(report.opset, 13);
+  EXPECT_EQ(report.producer, "placelab-test");
+  EXPECT_EQ(report.inputs, std::vector<std::string>{"x"});
+  EXPECT_EQ(report.logits, "logits");
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  std::map<std::string, int64_t> counts{{"Conv", 1}, {"BatchNormalization", 1}, {"Relu", 1}, {"MaxPool", 1},
+                                        {"GlobalAveragePool", 1}, {"Flatten", 1}, {"Gemm", 1}};
+  EXPECT_EQ(report.op_counts, counts);
+  // NCHW [2,3,8,8] with 4 filters 3×3, pad 1 → the builder's NHWC conv of the same size.
+  const Op* conv = find_type(g, "Conv2D");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->kernel, KernelSignature::conv2d(KernelClass::kConv2D, 2, 3, 8, 8, 4, 3, 3, 1, 1));
+  EXPECT_EQ(count_type(g, "Conv2DBackpropFilter"), 1);
+  EXPECT_EQ(count_type(g, "Conv2DBackpropInput"), 0);  // its input is data
+  EXPECT_EQ(count_type(g, "FusedBatchNormGrad"), 1);
+  // One SGD update per trainable variable: conv w, b; gamma, beta; fc w, b.
+  EXPECT_EQ(count_type(g, "ApplyGradientDescent"), 6);
+  EXPECT_EQ(count_type(g, "SparseSoftmaxCrossEntropyWithLogits"), 1);
+  EXPECT_NO_THROW(g.topological_order());
+}
+
+TEST(OnnxImport, EqualsTheSameNetworkDescribedToTheBuilder) {
+  OnnxImportOptions options;
+  options.batch = 3;
+  options.optimizer = Optimizer::kMomentum;
+  OnnxImportReport report;
+  OpGraph imported = import_onnx(tiny_cnn().save("tiny_cnn_b3.onnx"), options, &report);
+
+  TrainingGraphBuilder b({.optimizer = Optimizer::kMomentum, .shape_ops = options.shape_ops});
+  auto in = b.input_pipeline({{3, 8, 8, 3}, {3}});
+  Value x = b.conv2d(in[0], b.variable("w", {3, 3, 3, 4}), 1, 1, 1);
+  x = b.relu(b.batch_norm(b.bias_add(x, b.variable("b", {4})), true));
+  x = b.avg_pool(b.max_pool(x, 2, 2, 0), 4, 1, 0);
+  x = b.reshape(x, {3, 4});
+  Value logits = b.bias_add(b.matmul(x, b.variable("fc_w", {10, 4}), true), b.variable("fc_b", {10}));
+  b.minimize(b.softmax_cross_entropy(logits, in[1]));
+  OpGraph direct = std::move(b).finish();
+
+  EXPECT_EQ(imported.num_ops(), direct.num_ops());
+  EXPECT_EQ(imported.num_edges(), direct.num_edges());
+  EXPECT_DOUBLE_EQ(imported.total_flops(), direct.total_flops());
+  EXPECT_EQ(imported.total_persistent_bytes(), direct.total_persistent_bytes());
+  EXPECT_EQ(report.stats.parameters, b.stats().parameters);
+}
+
+TEST(OnnxImport, BatchOverrideScalesWorkNotParameters) {
+  ModelMaker m = tiny_cnn();
+  // A static first dimension is replaced too.
+  m.model().mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(1);
+  fs::path p = m.save("tiny_cnn_static.onnx");
+  OnnxImportReport one, eight;
+  import_onnx(p, {}, &one);
+  OnnxImportOptions options;
+  options.batch = 8;
+  import_onnx(p, options, &eight);
+  EXPECT_EQ(one.stats.parameters, eight.stats.parameters);
+  EXPECT_DOUBLE_EQ(one.stats.forward_flops, tiny_cnn_flops(1));
+  EXPECT_DOUBLE_EQ(eight.stats.forward_flops, tiny_cnn_flops(8));
+}
+
+// x [4,16] · W1 [16,32] + b1 → Relu → Gemm W2 [32,10] + b2: parameters 512 + 32 + 320 + 10.
+ModelMaker mlp() {
+  ModelMaker m;
+  m.input("x", {4, 16});
+  m.init("w1", {16, 32});
+  m.init("b1", {32});
+  m.init("w2", {32, 10});
+  m.init("b2", {10});
+  m.node("MatMul", {"x", "w1"}, {"h0"}, "/fc1/MatMul");
+  m.node("Add", {"h0", "b1"}, {"h1"}, "/fc1/Add");
+  m.node("Relu", {"h1"}, {"h"}, "/fc1/Relu");
+  m.node("Gemm", {"h", "w2", "b2"}, {"y"}, "/fc2/Gemm");
+  m.output("y");
+  return m;
+}
+
+TEST(OnnxImport, MlpHasHandCountedParametersAndFlops) {
+  OnnxImportOptions options;
+  options.optimizer = Optimizer::kAdam;
+  OnnxImportReport report;
+  OpGraph g = import_onnx(mlp().save("mlp.onnx"), options, &report);
+  EXPECT_EQ(report.stats.parameters, 512 + 32 + 320 + 10);
+  // MatMul 2·4·32·16, Add 128·2, Relu 128, MatMul 2·4·10·32, BiasAdd 40·2, softmax 5·40, Mean 4.
+  EXPECT_DOUBLE_EQ(report.stats.forward_flops, 4096 + 256 + 128 + 2560 + 80 + 200 + 4);
+  EXPECT_EQ(count_type(g, "ApplyAdam"), 4);
+  // Adam keeps m and v: 2 slots of 4 bytes per parameter on the update ops.
+  int64_t slots = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "ApplyAdam") slots += g.op(v).persistent_bytes;
+  EXPECT_EQ(slots, 2 * 4 * (512 + 32 + 320 + 10));
+  // Both layers' scopes come from the node names.
+  EXPECT_TRUE(g.find("fc1/MatMul").has_value());
+  EXPECT_TRUE(g.find("fc2/MatMul").has_value());
+}
+
+TEST(OnnxImport, LayerGranularityMergesEachNodeScope) {
+  fs::path p = mlp().save("mlp_layers.onnx");
+  OnnxImportOptions layer;
+  layer.granularity = Granularity::kLayer;
+  OnnxImportReport r_op, r_layer;
+  OpGraph ops = import_onnx(p, {}, &r_op);
+  OpGraph layers = import_onnx(p, layer, &r_layer);
+  EXPECT_LT(layers.num_ops(), ops.num_ops());
+  EXPECT_DOUBLE_EQ(layers.total_flops(), ops.total_flops());
+  EXPECT_TRUE(layers.find("fc1/forward").has_value());
+  EXPECT_TRUE(layers.find("fc2/backward").has_value());
+}
+
+TEST(OnnxImport, MapsElementwiseShapeAndNormalisationOps) {
+  // x [2,6] · w → Mul 0.5 → Erf (approximated) → Add → Unsqueeze → Transpose → Squeeze → Softmax.
+  ModelMaker m;
+  m.input("x", {2, 6});
+  m.init("half", {});
+  m.init("w", {6, 6});
+  m.init_ints("axes", {1});
+  m.node("MatMul", {"x", "w"}, {"xw"});
+  m.node("Mul", {"xw", "half"}, {"a"});
+  m.node("Erf", {"a"}, {"e"});
+  m.node("Add", {"e", "xw"}, {"s"});
+  m.node("Unsqueeze", {"s", "axes"}, {"u"});  // [2,1,6]
+  auto& t = m.node("Transpose", {"u"}, {"t"});
+  ModelMaker::ints(t, "perm", {1, 0, 2});  // [1,2,6]
+  m.init_ints("axes0", {0});
+  m.node("Squeeze", {"t", "axes0"}, {"sq"});  // [2,6]
+  m.node("Softmax", {"sq"}, {"y"});
+  m.output("y");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("elementwise.onnx"), {}, &report);
+  ASSERT_EQ(report.approximations.size(), 1u) << report.brief_report();
+  EXPECT_EQ(report.approximations[0].op_type, "Erf");
+  EXPECT_NE(report.approximations[0].how.find("Tanh"), std::string::npos);
+  EXPECT_EQ(count_type(g, "Tanh"), 1);
+  EXPECT_EQ(count_type(g, "TanhGrad"), 1);
+  EXPECT_EQ(count_type(g, "Transpose"), 2);  // forward and its gradient
+  EXPECT_EQ(count_type(g, "Softmax"), 1);
+  // Only w is a parameter: the scalar 0.5 is folded into the Mul kernel, axes are shape data.
+  EXPECT_EQ(report.stats.parameters, 36);
+}
+
+TEST(OnnxImport, ChannelsFirstOpsMapToTheBuilderChannelsLastLayout) {
+  // Concat on channels, Add of a per-channel constant [C,1,1], and a NCHW→NHWC Transpose that the
+  // builder's channels-last value already satisfies (no op).
+  ModelMaker m;
+  m.input("x", {2, 3, 4, 4});
+  m.init("wa", {5, 3, 1, 1});
+  m.init("wb", {2, 3, 1, 1});
+  m.init("bias", {7, 1, 1});
+  m.init("fc", {7, 3});
+  m.node("Conv", {"x", "wa"}, {"a"});
+  m.node("Conv", {"x", "wb"}, {"b"});
+  auto& cat = m.node("Concat", {"a", "b"}, {"c"});
+  ModelMaker::integer(cat, "axis", 1);
+  m.node("Add", {"c", "bias"}, {"d"});
+  auto& t = m.node("Transpose", {"d"}, {"nhwc"});
+  ModelMaker::ints(t, "perm", {0, 2, 3, 1});  // [2,4,4,7]
+  m.node("MatMul", {"nhwc", "fc"}, {"y"});    // [2,4,4,3]
+  m.output("y");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("channels.onnx"), {}, &report);
+  EXPECT_EQ(report.stats.parameters, 15 + 6 + 7 + 21);
+  const Op* cat_op = find_type(g, "ConcatV2");
+  ASSERT_NE(cat_op, nullptr);
+  EXPECT_EQ(cat_op->output_bytes, 2 * 4 * 4 * 7 * 4);
+  EXPECT_EQ(count_type(g, "Transpose"), 0);
+  // The loss flattens [2,4,4,3] into 32 rows of 3 classes.
+  const Op* xent = find_type(g, "SparseSoftmaxCrossEntropyWithLogits");
+  ASSERT_NE(xent, nullptr);
+  EXPECT_EQ(xent->kernel, KernelSignature::softmax(32, 3));
+  EXPECT_EQ(find_type(g, "MatMul")->kernel, KernelSignature::gemm(32, 3, 7));
+}
+
+TEST(OnnxImport, GroupedConvolutionKeepsParametersAndFlops) {
+  ModelMaker m;
+  m.input("x", {1, 4, 6, 6});
+  m.init("w", {8, 2, 3, 3});  // group 2: 8 filters over 2 channels each
+  auto& conv = m.node("Conv", {"x", "w"}, {"c"}, "/g/Conv");
+  ModelMaker::integer(conv, "group", 2);
+  ModelMaker::ints(conv, "pads", {1, 1, 1, 1});
+  m.node("GlobalAveragePool", {"c"}, {"p"});
+  m.node("Flatten", {"p"}, {"y"});
+  m.output("y");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("grouped.onnx"), {}, &report);
+  EXPECT_EQ(report.stats.parameters, 8 * 2 * 3 * 3);
+  EXPECT_EQ(count_type(g, "Conv2D"), 2);
+  double conv_flops = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "Conv2D") conv_flops += g.op(v).flops;
+  EXPECT_DOUBLE_EQ(conv_flops, 2.0 * 8 * 2 * 9 * 36);  // 2·k·(c/g)·r·s·ho·wo
+  ASSERT_EQ(report.approximations.size(), 1u);
+  EXPECT_EQ(report.approximations[0].node, "/g/Conv");
+}
+
+TEST(OnnxImport, EmbeddingAndLstmHaveTheFilesParameterCounts) {
+  // ids [2,3] → Gather table [50,8] → Transpose to [3,2,8] → LSTM hidden 4 → Y_h [1,2,4] → Flatten.
+  ModelMaker m;
+  m.input("ids", {2, 3}, onnx::TensorProto::INT64);
+  m.init("table", {50, 8});
+  m.init("W", {1, 16, 8});
+  m.init("R", {1, 16, 4});
+  m.init("B", {1, 32});
+  m.node("Gather", {"table", "ids"}, {"emb"});  // [2,3,8]
+  auto& t = m.node("Transpose", {"emb"}, {"seq"});
+  ModelMaker::ints(t, "perm", {1, 0, 2});
+  auto& lstm = m.node("LSTM", {"seq", "W", "R", "B"}, {"", "h"}, "/rnn/LSTM");
+  ModelMaker::integer(lstm, "hidden_size", 4);
+  m.node("Flatten", {"h"}, {"y"});
+  m.output("y");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("lstm.onnx"), {}, &report);
+  // table 400, LSTM W 128 + R 64 + B 32.
+  EXPECT_EQ(report.stats.parameters, 400 + 128 + 64 + 32);
+  const Op* emb = find_type(g, "GatherV2");
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(emb->kernel, KernelSignature::embedding(50, 8, 6));
+  EXPECT_EQ(count_type(g, "ScatterSub"), 1);  // the table's sparse SGD update
+  // Three unrolled steps, each one gate MatMul [2, 12]·[12, 16].
+  int gate_matmuls = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "MatMul" && g.op(v).phase == Phase::kForward) {
+      ++gate_matmuls;
+      EXPECT_EQ(g.op(v).kernel, KernelSignature::gemm(2, 16, 12));
+    }
+  EXPECT_EQ(gate_matmuls, 3);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+}
+
+TEST(OnnxImport, ReadsTheCommittedPythonFixture) {
+  // tests/data/onnx/tiny_cnn.onnx: see tests/data/onnx/README.md (same network as tiny_cnn(),
+  // exported with a symbolic batch).
+  fs::path p = fs::path(PLACELAB_SOURCE_DIR) / "tests/data/onnx/tiny_cnn.onnx";
+  OnnxImportOptions options;
+  options.batch = 2;
+  OnnxImportReport report;
+  OpGraph g = import_onnx(p, options, &report);
+  EXPECT_EQ(report.stats.parameters, kTinyCnnParams);
+  EXPECT_DOUBLE_EQ(report.stats.forward_flops, tiny_cnn_flops(2));
+  EXPECT_EQ(report.producer.rfind("placelab make-onnx-fixtures", 0), 0u) << report.producer;
+}
+
+// --- errors ---------------------------------------------------------------------------------------
+
+fs::path write_bytes(const std::string& file, const std::string& bytes) {
+  fs::path dir = fs::temp_directory_path() / "placelab_onnx_import_test";
+  fs::create_directories(dir);
+  fs::path p = dir / file;
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  return p;
+}
+
+TEST(OnnxImportErrors, MissingFileNamesTheFile) {
+  std::string e = import_error("/nonexistent/model.onnx");
+  EXPECT_NE(e.find("/nonexistent/model.onnx"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, GarbageBytesAreNotAModel) {
+  std::string garbage;
+  for (int i = 0; i < 4096; ++i) garbage.push_back(static_cast<char>((i * 7919 + 13) % 251));
+  fs::path p = write_bytes("garbage.onnx", garbage);
+  std::string e = import_error(p);
+  EXPECT_NE(e.find(p.string()), std::string::npos) << e;
+  EXPECT_FALSE(e.empty());
+  // Text that happens to parse as protobuf fields still has no graph.
+  std::string text_error = import_error(write_bytes("text.onnx", "hello, this is not a model\n"));
+  EXPECT_FALSE(text_error.empty());
+  EXPECT_NE(import_error(write_bytes("empty.onnx", "")).find("no graph"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, TruncatedFileIsRejected) {
+  ModelMaker m = tiny_cnn();
+  std::string bytes;
+  ASSERT_TRUE(m.model().SerializeToString(&bytes));
+  for (std::size_t cut : {bytes.size() / 2, bytes.size() - 3}) {
+    std::string e = import_error(write_bytes("truncated.onnx", bytes.substr(0, cut)));
+    EXPECT_NE(e.find("truncated.onnx"), std::string::npos) << "cut at " << cut << ": " << e;
+  }
+}
+
+TEST(OnnxImportErrors, EveryTruncatedGraphImportsOrThrowsInputError) {
+  // The graph is serialized before opset_import, so a file prefix already fails for the missing
+  // opset. Truncating the GraphProto itself instead: a prefix that ends on a field boundary
+  // parses as a graph with nodes, initializers, inputs or outputs missing. Each must give a clean
+  // InputError (or import), never another exception or a crash.
+  ModelMaker full = tiny_cnn();
+  std::string graph_bytes;
+  ASSERT_TRUE(full.model().graph().SerializeToString(&graph_bytes));
+  OnnxImportOptions options;
+  options.batch = 2;
+  int parsed = 0, imported = 0, rejected = 0;
+  for (std::size_t cut = 0; cut < graph_bytes.size(); ++cut) {
+    onnx::GraphProto g;
+    if (!g.ParseFromString(graph_bytes.substr(0, cut))) continue;
+    ++parsed;
+    ModelMaker m = tiny_cnn();
+    *m.model().mutable_graph() = g;
+    fs::path p = m.save("truncated_graph.onnx");
+    try {
+      import_onnx(p, options);
+      ++imported;
+    } catch (const InputError&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "graph prefix of " << cut << " bytes: " << e.what();
+    }
+  }
+  std::cout << parsed << " graph prefixes parse, " << rejected << " rejected\n";
+  EXPECT_GT(parsed, 10);
+  EXPECT_GT(rejected, 10);
+  EXPECT_EQ(imported + rejected, parsed);
+}
+
+TEST(OnnxImportErrors, SymbolicBatchWithoutABatchNamesTheInput) {
+  std::string e = import_error(tiny_cnn().save("symbolic.onnx"));
+  EXPECT_NE(e.find("graph input 'x' dimension 0 is symbolic ('N')"), std::string::npos) << e;
+  EXPECT_NE(e.find("OnnxImportOptions::batch"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, UnknownAndUnsupportedOpsNameTheNode) {
+  ModelMaker unknown = mlp();
+  unknown.node("FancyAttention", {"y"}, {"z"}, "/block/FancyAttention");
+  std::string e = import_error(unknown.save("unknown_op.onnx"));
+  EXPECT_NE(e.find("node '/block/FancyAttention' (FancyAttention)"), std::string::npos) << e;
+  EXPECT_NE(e.find("not an ONNX operator"), std::string::npos) << e;
+
+  ModelMaker foreign = mlp();
+  foreign.node("FusedMatMul", {"y"}, {"z"}, "/ms/FusedMatMul").set_domain("com.microsoft");
+  e = import_error(foreign.save("foreign_op.onnx"));
+  EXPECT_NE(e.find("domain 'com.microsoft'"), std::string::npos) << e;
+
+  // A real ONNX op the importer cannot model on runtime data.
+  ModelMaker topk;
+  topk.input("x", {2, 8});
+  topk.init_ints("k", {3});
+  topk.node("TopK", {"x", "k"}, {"v", "i"}, "/head/TopK");
+  topk.output("v");
+  e = import_error(topk.save("topk.onnx"));
+  EXPECT_NE(e.find("node '/head/TopK' (TopK): the importer cannot model 'TopK'"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, ShapesThatCannotBeInferredAreReported) {
+  // Reshape to a shape read from a runtime tensor: inference cannot give a static output shape.
+  ModelMaker m;
+  m.input("x", {2, 6});
+  m.input("shape", {2}, onnx::TensorProto::INT64);
+  m.node("Reshape", {"x", "shape"}, {"r"}, "/dyn/Reshape");
+  m.node("Relu", {"r"}, {"y"});
+  m.output("y");
+  std::string e = import_error(m.save("dynamic_shape.onnx"));
+  EXPECT_NE(e.find("node '/dyn/Reshape' (Reshape)"), std::string::npos) << e;
+  EXPECT_NE(e.find("could not be inferred"), std::string::npos) << e;
+
+  // Inconsistent shapes fail ONNX shape inference itself.
+  ModelMaker bad;
+  bad.input("x", {2, 3});
+  bad.init("w", {4, 5});
+  bad.node("MatMul", {"x", "w"}, {"y"}, "/bad/MatMul");
+  bad.output("y");
+  e = import_error(bad.save("bad_matmul.onnx"));
+  EXPECT_NE(e.find("ONNX shape inference failed"), std::string::npos) << e;
+
+  // ONNX 1.12 does not check a Conv's channels; the importer does, naming the node.
+  ModelMaker bad_conv;
+  bad_conv.input("x", {1, 3, 8, 8});
+  bad_conv.init("w", {4, 5, 3, 3});  // 5 input channels for a 3-channel image
+  bad_conv.node("Conv", {"x", "w"}, {"y"}, "/bad/Conv");
+  bad_conv.output("y");
+  e = import_error(bad_conv.save("bad_conv.onnx"));
+  EXPECT_NE(e.find("node '/bad/Conv' (Conv): group 1 does not divide input channels 3"), std::string::npos) << e;
+
+  // An input nobody produces.
+  ModelMaker dangling = mlp();
+  dangling.model().mutable_graph()->mutable_node(2)->set_input(0, "nowhere");
+  e = import_error(dangling.save("dangling.onnx"));
+  EXPECT_FALSE(e.empty());
+}
+
+TEST(OnnxImportErrors, UnsupportedAttributesNameTheNode) {
+  ModelMaker m = tiny_cnn();
+  ModelMaker::ints(*m.model().mutable_graph()->mutable_node(0), "dilations", {2, 2});
+  OnnxImportOptions options;
+  options.batch = 1;
+  std::string e = import_error(m.save("dilated.onnx"), options);
+  EXPECT_NE(e.find("node '/conv/Conv' (Conv): dilations"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, OptionsAreValidated) {
+  OnnxImportOptions options;
+  options.batch = -1;
+  EXPECT_NE(import_error(mlp().save("mlp_opts.onnx"), options).find("OnnxImportOptions.batch = -1"), std::string::npos);
+  options.batch = 0;
+  options.dim_values["seq"] = 0;
+  EXPECT_NE(import_error(mlp().save("mlp_opts.onnx"), options).find("dim_values[seq] = 0"), std::string::npos);
+}
+
+// torchvision's ResNet-50 exported by scripts/make-onnx-fixtures.py --resnet50 (needs torch, so
+// not in CI): the import must equal the zoo's resnet50 in parameters and forward FLOPs.
+TEST(OnnxImport, TorchvisionResnet50MatchesTheZoo) {
+  const char* path = std::getenv("PLACELAB_RESNET50_ONNX");
+  if (path == nullptr || *path == '\0')
+    GTEST_SKIP() << "set PLACELAB_RESNET50_ONNX to a torchvision ResNet-50 ONNX export "
+                    "(scripts/make-onnx-fixtures.py --resnet50 /tmp/resnet50.onnx)";
+  OnnxImportOptions options;
+  options.batch = 1;
+  options.optimizer = Optimizer::kMomentum;
+  OnnxImportReport report;
+  OpGraph imported = import_onnx(path, options, &report);
+  Model zoo = make_model(ModelSpec::parse("resnet50:batch=1"));
+  std::cout << report.brief_report() << "\n"
+            << "zoo resnet50: parameters " << zoo.stats.parameters << ", forward " << zoo.stats.forward_flops / 1e9
+            << " GFLOPs; ops imported " << imported.num_ops() << " vs zoo " << zoo.graph.num_ops() << "\n"
+            << std::fixed << std::setprecision(0) << "forward FLOPs imported " << report.stats.forward_flops << ", zoo "
+            << zoo.stats.forward_flops << std::defaultfloat << "\n";
+  EXPECT_EQ(report.stats.parameters, 25'557'032);
+  EXPECT_EQ(report.stats.parameters, zoo.stats.parameters);
+  EXPECT_NEAR(report.stats.forward_flops, zoo.stats.forward_flops, 1e-9 * zoo.stats.forward_flops);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  // The same training step: op for op by type (names differ: ONNX scopes vs the zoo's).
+  std::map<std::string, int> imported_types, zoo_types;
+  for (OpId v = 0; v < imported.num_ops(); ++v) ++imported_types[imported.op(v).type];
+  for (OpId v = 0; v < zoo.graph.num_ops(); ++v) ++zoo_types[zoo.graph.op(v).type];
+  EXPECT_EQ(imported_types, zoo_types);
+  EXPECT_EQ(imported.total_persistent_bytes(), zoo.graph.total_persistent_bytes());
+  // Layer granularity: one op per ONNX node scope and phase, the same total work.
+  options.granularity = Granularity::kLayer;
+  OpGraph layers = import_onnx(path, options);
+  EXPECT_LT(layers.num_ops(), imported.num_ops() / 3);
+  EXPECT_NEAR(layers.total_flops(), imported.total_flops(), 1e-9 * imported.total_flops());
+  std::cout << "layer granularity: " << layers.num_ops() << " ops\n";
+}
+
+}  // namespace
+}  // namespace placelab::models
