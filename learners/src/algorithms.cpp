@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "placelab/graph/error.h"
 #include "state_json.h"
@@ -468,5 +469,34 @@ CrossEntropyLearner::CrossEntropyLearner(SearchSpace space, CrossEntropyOptions 
     : JointLearner(std::move(space), ce_config(options), seed) {}
 PostLearner::PostLearner(SearchSpace space, PostOptions options, uint64_t seed)
     : JointLearner(std::move(space), post_config(options), seed) {}
+
+// ---- Factory -----------------------------------------------------------------------------------
+
+LearnerOptions default_learner_options(std::string_view name) {
+  if (name == "reinforce" || name == "policy_gradient") return ReinforceOptions{};
+  if (name == "ppo") return PpoOptions{};
+  if (name == "cross_entropy") return CrossEntropyOptions{};
+  if (name == "post") return PostOptions{};
+  throw InputError("learner = \"" + std::string(name) +
+                   "\": must be one of reinforce (policy_gradient), ppo, cross_entropy, post");
+}
+
+std::string learner_name(const LearnerOptions& options) {
+  static const char* const kNames[] = {"reinforce", "ppo", "cross_entropy", "post"};
+  return kNames[options.index()];
+}
+
+std::unique_ptr<Learner> make_learner(const LearnerOptions& options, SearchSpace space, uint64_t seed) {
+  return std::visit(
+      [&](const auto& o) -> std::unique_ptr<Learner> {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, ReinforceOptions>) return std::make_unique<ReinforceLearner>(std::move(space), o, seed);
+        else if constexpr (std::is_same_v<T, PpoOptions>) return std::make_unique<PpoLearner>(std::move(space), o, seed);
+        else if constexpr (std::is_same_v<T, CrossEntropyOptions>)
+          return std::make_unique<CrossEntropyLearner>(std::move(space), o, seed);
+        else return std::make_unique<PostLearner>(std::move(space), o, seed);
+      },
+      options);
+}
 
 }  // namespace placelab

@@ -138,16 +138,12 @@ TEST(Learners, SameSeedGivesIdenticalCurvesAndOtherSeedsDiffer) {
   auto curve_of = [&](const std::string& which, uint64_t seed, int64_t batch) {
     AdditiveEnv env(testing::random_costs(G, D, 31));
     SearchSpace space{G, testing::device_range(D)};
-    std::unique_ptr<Learner> l;
-    if (which == "post") l = std::make_unique<PostLearner>(space, PostOptions{}, seed);
-    if (which == "ppo") l = std::make_unique<PpoLearner>(space, PpoOptions{}, seed);
-    if (which == "ce") l = std::make_unique<CrossEntropyLearner>(space, CrossEntropyOptions{}, seed);
-    if (which == "pg") l = std::make_unique<ReinforceLearner>(space, ReinforceOptions{}, seed);
+    std::unique_ptr<Learner> l = make_learner(default_learner_options(which), space, seed);
     std::vector<double> out;
     for (const CurvePoint& c : run(*l, env, 300, batch).curve) out.push_back(c.step_time_s);
     return out;
   };
-  for (const char* which : {"post", "ppo", "ce", "pg"}) {
+  for (const char* which : {"post", "ppo", "cross_entropy", "policy_gradient"}) {
     EXPECT_EQ(curve_of(which, 9, 12), curve_of(which, 9, 12)) << which;
     EXPECT_NE(curve_of(which, 9, 12), curve_of(which, 10, 12)) << which;
     // propose() stops at update boundaries, so the trainer's batch size cannot change the run.
@@ -183,6 +179,19 @@ TEST(Learners, StateRoundTripContinuesIdentically) {
   EXPECT_THROW(r.load_state(a.save_state()), InputError);  // another learner's state
   PostLearner other(SearchSpace{G, {0, 1, 2}}, PostOptions{}, 1);
   EXPECT_THROW(other.load_state(a.save_state()), InputError);  // another search space
+}
+
+TEST(Factory, BuildsEachLearnerByName) {
+  for (const char* name : {"reinforce", "ppo", "cross_entropy", "post"}) {
+    const LearnerOptions o = default_learner_options(name);
+    EXPECT_EQ(learner_name(o), name);
+    EXPECT_EQ(make_learner(o, SearchSpace{2, {0, 1}}, 1)->name(), name);
+  }
+  EXPECT_EQ(learner_name(default_learner_options("policy_gradient")), "reinforce");
+  EXPECT_THROW(default_learner_options("genetic"), InputError);
+  PostOptions bad;
+  bad.epsilon = 2;
+  EXPECT_THROW(make_learner(bad, SearchSpace{2, {0, 1}}, 1), InputError);
 }
 
 TEST(Options, ValidateNamesFieldValueAndRule) {

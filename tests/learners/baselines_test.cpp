@@ -13,31 +13,6 @@
 namespace placelab {
 namespace {
 
-// A fork-join graph: src → `branches` chains of `length` ops of `flops` each → sink, tensors of
-// `bytes`. Every chain's first op is colocated with a variable op that feeds it. One cpu_only op
-// hangs off the sink.
-OpGraph fork_join(int branches, int length, double flops, int64_t bytes) {
-  OpGraph g;
-  const OpId src = g.add_op({.name = "src", .type = "Input", .flops = 1e6, .output_bytes = bytes});
-  const OpId sink = g.add_op({.name = "sink", .type = "AddN", .flops = 1e6, .output_bytes = bytes});
-  for (int b = 0; b < branches; ++b) {
-    const std::string key = "branch" + std::to_string(b);
-    const OpId var = g.add_op({.name = key + "/w", .type = "VariableV2", .persistent_bytes = 1 << 20, .colocation = key});
-    OpId prev = src;
-    for (int i = 0; i < length; ++i) {
-      const OpId op = g.add_op({.name = key + "/op" + std::to_string(i), .type = "MatMul", .flops = flops,
-                                .output_bytes = bytes, .colocation = i == 0 ? key : ""});
-      g.add_edge(prev, op, {.bytes = bytes});
-      if (i == 0) g.add_edge(var, op, {.bytes = 1 << 20});
-      prev = op;
-    }
-    g.add_edge(prev, sink, {.bytes = bytes});
-  }
-  const OpId save = g.add_op({.name = "save", .type = "SaveV2", .flops = 1e3, .cpu_only = true});
-  g.add_edge(sink, save, {.bytes = 64});
-  return g;
-}
-
 void expect_valid(const OpGraph& g, const Machine& m, const Placement& p, const char* what) {
   EXPECT_NO_THROW(check_placement(p, g.num_ops(), m.num_devices(), what)) << what;
   // Colocation kept (the only cpu_only op, "save", is not colocated with anything).
@@ -61,7 +36,7 @@ std::set<DeviceId> gpus_used(const OpGraph& g, const Machine& m, const Placement
 
 TEST(Baselines, SingleDevicePlacements) {
   const Machine m = testing::toy_machine(2);
-  const OpGraph g = fork_join(2, 3, 1e9, 1 << 10);
+  const OpGraph g = testing::fork_join(2, 3, 1e9, 1 << 10);
   const Placement gpu = single_gpu_placement(g, m);
   expect_valid(g, m, gpu, "single_gpu");
   EXPECT_EQ(gpus_used(g, m, gpu), (std::set<DeviceId>{1}));
@@ -73,7 +48,7 @@ TEST(Baselines, SingleDevicePlacements) {
 
 TEST(Baselines, RandomAndRoundRobinAreValidAndSeeded) {
   const Machine m = testing::toy_machine(4);
-  const OpGraph g = fork_join(4, 6, 1e9, 1 << 10);
+  const OpGraph g = testing::fork_join(4, 6, 1e9, 1 << 10);
   const Placement r1 = random_placement(g, m, 1), r2 = random_placement(g, m, 1), r3 = random_placement(g, m, 2);
   expect_valid(g, m, r1, "random");
   EXPECT_EQ(r1, r2);
@@ -89,7 +64,7 @@ class PartitionBaselines : public ::testing::TestWithParam<std::string> {};
 TEST_P(PartitionBaselines, ValidPlacementsUsingEveryGpuOnParallelWork) {
   const Machine m = testing::toy_machine(4);
   const testing::FlopsCostModel cost(m);
-  const OpGraph g = fork_join(8, 10, 1e10, 1 << 12);
+  const OpGraph g = testing::fork_join(8, 10, 1e10, 1 << 12);
   Placement p;
   if (GetParam() == "metis") p = metis_placement(g, m);
   if (GetParam() == "scotch") p = scotch_placement(g, cost);
@@ -118,7 +93,7 @@ TEST(Heft, BeatsRoundRobinOnForkJoin) {
   const Machine m = testing::toy_machine(4);
   const testing::FlopsCostModel cost(m);
   // Branch ops of 1 ms on a GPU, 4 MB tensors (0.4 ms per hop): chains should stay whole.
-  const OpGraph g = fork_join(4, 8, 1e10, 4 << 20);
+  const OpGraph g = testing::fork_join(4, 8, 1e10, 4 << 20);
   const Placement heft = heft_placement(g, cost);
   expect_valid(g, m, heft, "heft");
   const Simulator sim(g, cost);
@@ -135,7 +110,7 @@ TEST(Heft, RespectsMemoryOfPersistentBytes) {
   m.devices[1].memory_bytes = 3 << 20;  // gpu:0 holds at most 3 MiB of variables
   m.finalize();
   const testing::FlopsCostModel cost(m);
-  const OpGraph g = fork_join(6, 2, 1e9, 1 << 10);  // six 1 MiB variables
+  const OpGraph g = testing::fork_join(6, 2, 1e9, 1 << 10);  // six 1 MiB variables
   const Placement p = heft_placement(g, cost);
   int64_t on_gpu0 = 0;
   for (OpId op = 0; op < g.num_ops(); ++op)

@@ -105,4 +105,29 @@ class FlopsCostModel : public CostModel {
   std::string describe() const override { return "flops / peak (test)"; }
 };
 
+// A fork-join graph: src → `branches` chains of `length` ops of `flops` each → sink, tensors of
+// `bytes`. Every chain's first op is colocated with a variable op that feeds it. One cpu_only op
+// hangs off the sink.
+inline OpGraph fork_join(int branches, int length, double flops, int64_t bytes) {
+  OpGraph g;
+  const OpId src = g.add_op({.name = "src", .type = "Input", .flops = 1e6, .output_bytes = bytes});
+  const OpId sink = g.add_op({.name = "sink", .type = "AddN", .flops = 1e6, .output_bytes = bytes});
+  for (int b = 0; b < branches; ++b) {
+    const std::string key = "branch" + std::to_string(b);
+    const OpId var = g.add_op({.name = key + "/w", .type = "VariableV2", .persistent_bytes = 1 << 20, .colocation = key});
+    OpId prev = src;
+    for (int i = 0; i < length; ++i) {
+      const OpId op = g.add_op({.name = key + "/op" + std::to_string(i), .type = "MatMul", .flops = flops,
+                                .output_bytes = bytes, .colocation = i == 0 ? key : ""});
+      g.add_edge(prev, op, {.bytes = bytes});
+      if (i == 0) g.add_edge(var, op, {.bytes = 1 << 20});
+      prev = op;
+    }
+    g.add_edge(prev, sink, {.bytes = bytes});
+  }
+  const OpId save = g.add_op({.name = "save", .type = "SaveV2", .flops = 1e3, .cpu_only = true});
+  g.add_edge(sink, save, {.bytes = 64});
+  return g;
+}
+
 }  // namespace placelab::testing

@@ -8,6 +8,9 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/learners/algorithms.h"
+#include "placelab/learners/baselines.h"
+#include "placelab/sim/sim_environment.h"
+#include "placelab/sim/simulator.h"
 #include "toy.h"
 
 namespace placelab {
@@ -96,6 +99,28 @@ TEST(Trainer, ResumedRunEndsExactlyLikeAnUninterruptedOne) {
     expect_same_result(full, resumed);
     o.resume = false;
   }
+}
+
+TEST(Trainer, PostOnTheSimulatorSpreadsParallelBranches) {
+  // Four independent 8 ms chains (1 ms ops, 4 KiB tensors) on four GPUs: the best placement gives
+  // each chain its own GPU, about 4× faster than one GPU. Grouping by name scope gives one group
+  // per chain plus src, sink and save.
+  const Machine m = testing::toy_machine(4);
+  const testing::FlopsCostModel cost(m);
+  const OpGraph g = testing::fork_join(4, 8, 1e10, 4096);
+  const Grouping grouping = group_by_name_prefix(g, 2);
+  ASSERT_EQ(grouping.num_groups(), 7u);
+  const Simulator sim(g, cost);
+  SimEnvironment env(sim, 1);
+  PostLearner post(SearchSpace{grouping.num_groups(), gpu_devices(m)}, PostOptions{}, 2);
+  TrainerOptions o;
+  o.sample_budget = 600;
+  const TrainSummary s = train(post, grouping, env, o);
+  ASSERT_EQ(s.status, TrainSummary::Status::kFinished);
+  const double single = sim.simulate(single_gpu_placement(g, m)).step_time_s;
+  EXPECT_LT(s.best_step_time_s, 0.3 * single);
+  EXPECT_EQ(sim.simulate(s.best_placement).step_time_s, s.best_step_time_s);
+  EXPECT_LE(s.best_step_time_s, sim.simulate(heft_placement(g, cost)).step_time_s * 1.001);
 }
 
 TEST(Trainer, RecordsCurveBestAndVerification) {

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <variant>
 
 #include "placelab/learners/learner.h"
 #include "placelab/learners/policy.h"
@@ -179,5 +181,16 @@ class PostLearner final : public JointLearner {
   PostLearner(SearchSpace space, PostOptions options, uint64_t seed);
   std::string name() const override { return "post"; }
 };
+
+// Any learner's options; the alternative picks the algorithm.
+using LearnerOptions = std::variant<ReinforceOptions, PpoOptions, CrossEntropyOptions, PostOptions>;
+
+// The papers' defaults for the learner named "reinforce" (alias "policy_gradient"), "ppo",
+// "cross_entropy" or "post"; throws InputError listing the names for anything else.
+LearnerOptions default_learner_options(std::string_view name);
+// The name make_learner's learner will report ("reinforce", "ppo", "cross_entropy", "post").
+std::string learner_name(const LearnerOptions& options);
+// Builds the learner the options select (validating them: InputError).
+std::unique_ptr<Learner> make_learner(const LearnerOptions& options, SearchSpace space, uint64_t seed);
 
 }  // namespace placelab
