@@ -612,8 +612,11 @@ void TrainingGraphBuilder::Impl::backward() {
     override_block = n.block;
     override_layer = n.op.layer;
     override_colocation.clear();
-    if (options.colocate_gradients_with_ops && n.grad)
-      override_colocation = n.op.colocation.empty() ? n.op.name : n.op.colocation;
+    if (options.colocate_gradients_with_ops && n.grad) {
+      // The forward op joins the group its gradient ops are in.
+      if (n.op.colocation.empty()) nodes[node].op.colocation = n.op.name;
+      override_colocation = nodes[node].op.colocation;
+    }
   };
   // Sums the gradient contributions of a forward value (TF's AddN), or concatenates the
   // IndexedSlices of a sparse variable.

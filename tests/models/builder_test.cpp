@@ -97,6 +97,57 @@ TEST(TrainingGraphBuilder, SharedWeightsAccumulateGradientsWithAddN) {
   EXPECT_EQ(op_named(g, "gradients/AddN").kernel, KernelSignature::elementwise(9, 2));
 }
 
+TEST(TrainingGraphBuilder, ColocatesGradientsWithTheirForwardOpsWhenAsked) {
+  OpGraph g = mlp({.colocate_gradients_with_ops = true});
+  EXPECT_EQ(op_named(g, "fc2/MatMul").colocation, "fc2/MatMul");
+  EXPECT_EQ(op_named(g, "gradients/fc2/MatMul_grad/MatMul_1").colocation, "fc2/MatMul");
+  EXPECT_TRUE(op_named(mlp({}), "gradients/fc2/MatMul_grad/MatMul_1").colocation.empty());
+}
+
+TEST(TrainingGraphBuilder, ClippingMakesEveryUpdateWaitForTheGlobalNorm) {
+  OpGraph g = mlp({.clip_gradients = true});
+  OpId norm = *g.find("global_norm/Sum");
+  // Every update is reachable from the global norm.
+  std::vector<bool> reach(g.num_ops(), false);
+  reach[norm] = true;
+  for (OpId v : g.topological_order())
+    if (reach[v]) g.for_each_out_edge(v, [&](OpId w, const Tensor&) { reach[w] = true; });
+  int updates = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "ApplyGradientDescent") {
+      EXPECT_TRUE(reach[v]) << g.op(v).name;
+      ++updates;
+    }
+  EXPECT_EQ(updates, 4);
+}
+
+TEST(TrainingGraphBuilder, AdamWeightDecayIsBuiltFromElementwiseOpsWithSlotVariables) {
+  OpGraph g = mlp({.optimizer = Optimizer::kAdamWeightDecay});
+  EXPECT_EQ(op_named(g, "fc1/weights/adam_m").persistent_bytes, 4 * 16 * 4);
+  EXPECT_EQ(op_named(g, "fc1/weights/adam_v").persistent_bytes, 4 * 16 * 4);
+  int assigns = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    EXPECT_NE(g.op(v).type, "ApplyAdam");
+    if (g.op(v).type == "Assign") ++assigns;
+  }
+  EXPECT_EQ(assigns, 3 * 4);  // variable, m and v of each of the four variables
+}
+
+TEST(TrainingGraphBuilder, TheImageInputGetsNoGradient) {
+  TrainingGraphBuilder b;
+  auto in = b.input_pipeline({{2, 8, 8, 3}, {2}});
+  Value y = b.relu(b.conv2d(in[0], b.variable("w", {3, 3, 3, 4}), 1, 1, 1));
+  b.minimize(b.softmax_cross_entropy(b.reshape(y, {2, 8 * 8 * 4}), in[1]));
+  OpGraph g = std::move(b).finish();
+  int filter = 0, input = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    filter += g.op(v).kernel.cls == KernelClass::kConv2DBackpropFilter;
+    input += g.op(v).kernel.cls == KernelClass::kConv2DBackpropInput;
+  }
+  EXPECT_EQ(filter, 1);
+  EXPECT_EQ(input, 0);
+}
+
 TEST(TrainingGraphBuilder, ShapeErrorsAreReported) {
   TrainingGraphBuilder b;
   auto in = b.input_pipeline({{2, 3}});

@@ -124,7 +124,8 @@ class TrainingGraphBuilder {
   void add_weight_decay(Value variable_read, double decay);
 
   // --- Forward ops. Each records how to differentiate itself; shapes are checked with
-  // PLACELAB_CHECK (a generator bug, not user input).
+  // PLACELAB_CHECK (a generator bug, not user input). Scalar constants (a scale factor, a dropout
+  // rate, a decay) document the computation only: no op's cost depends on their value.
   // x NHWC [n,h,w,c], w [r,s,c,k]; zero padding pad_h/pad_w on both sides.
   Value conv2d(Value x, Value w, int64_t stride, int64_t pad_h, int64_t pad_w);
   // a [..., m, k] · b [k, n] (a 2-D b is shared across the leading dims of a, as a dense layer),
