@@ -23,35 +23,47 @@
 
 namespace placelab {
 
+// Per-call switches of Simulator::simulate.
 struct SimOptions {
-  bool record_timeline = false;  // fill SimResult::timeline (allocates; for traces and plots)
+  // Fill SimResult::timeline and SimResult::memory_timeline (allocates; for traces and plots).
+  bool record_timeline = false;
 };
 
-// One interval on a resource, for the timeline.
+// One interval on a resource, for the timeline. Times are seconds from the start of the step.
 struct TimelineEvent {
   enum class Kind : uint8_t { kOp, kTransfer };
   Kind kind = Kind::kOp;
   OpId op = 0;              // the op that ran, or the producer whose tensor was sent
-  DeviceId device = 0;      // kOp: where it ran; kTransfer: destination device
-  DeviceId src_device = 0;  // kTransfer: source device
-  uint16_t stream = 0;      // kOp: compute slot index on the device
+  DeviceId device = 0;      // kOp: where it ran (after soft placement); kTransfer: destination
+  DeviceId src_device = 0;  // kTransfer: source device; kOp: same as device
+  uint16_t stream = 0;      // kOp: compute slot index on the device; kTransfer: 0
   double start_s = 0;
   double end_s = 0;
-  int64_t bytes = 0;        // kTransfer: bytes sent
+  int64_t bytes = 0;        // kTransfer: bytes sent; kOp: the op's output_bytes
 };
 
+// The memory in use on one device right after an allocation or a free, for the timeline.
+struct MemorySample {
+  double time_s = 0;
+  DeviceId device = 0;
+  int64_t bytes = 0;  // persistent + transient bytes in use on `device` from time_s on
+};
+
+// What one device did during the step.
 struct DeviceStats {
   double busy_s = 0;              // sum of op durations run on the device
   int64_t peak_memory_bytes = 0;  // persistent + peak transient
-  int64_t persistent_bytes = 0;
-  int32_t num_ops = 0;
+  int64_t persistent_bytes = 0;   // persistent bytes of the ops run here (after soft placement)
+  int32_t num_ops = 0;            // ops run here (after soft placement)
 };
 
+// What one link direction carried during the step.
 struct LinkStats {
   int64_t bytes = 0;   // bytes carried in this direction
   double busy_s = 0;   // time the direction was held
 };
 
+// The outcome of simulating one step. Reused across calls: simulate() overwrites every field.
 struct SimResult {
   double step_time_s = 0;             // time at which the last op or transfer finishes
   std::vector<DeviceStats> devices;   // indexed by DeviceId
@@ -61,9 +73,17 @@ struct SimResult {
   DeviceId oom_device = 0;            // the device with the largest excess, when oom
   int64_t oom_excess_bytes = 0;       // by how much it exceeds its capacity, when oom
   std::vector<TimelineEvent> timeline;  // only with SimOptions::record_timeline, by start time
+  // Only with SimOptions::record_timeline: every change of a device's memory in use, in the order
+  // the simulator applied them (time non-decreasing).
+  std::vector<MemorySample> memory_timeline;
 };
 
-// Scratch state of one evaluation; one per thread. Grows on first use, then is reused.
+// "out of memory on gpu:1: peak 13000 bytes exceeds capacity 12000 bytes by 1000 bytes", or ""
+// when `result` is not oom. `machine` is the one the result was simulated on.
+std::string oom_message(const SimResult& result, const Machine& machine);
+
+// Scratch state of one evaluation; one per thread. Grows on first use, then is reused. Not
+// tied to one Simulator: it grows to the largest graph it has seen.
 class SimWorkspace {
  public:
   SimWorkspace();
@@ -77,14 +97,19 @@ class SimWorkspace {
   std::unique_ptr<Impl> impl_;
 };
 
+// A graph prepared for simulation on one cost model's machine. Immutable after construction, so
+// one Simulator may serve many threads, each with its own SimWorkspace.
 class Simulator {
  public:
   // Prepares the flat representation (CSR adjacency, op times per device, route table). The
   // graph must be acyclic (throws InputError naming a cycle otherwise). `cost` and its machine
-  // must outlive the Simulator; the graph need not (everything needed is copied).
+  // must outlive the Simulator; the graph need not (everything needed is copied). Op times are
+  // asked once here; CostModel::transfer_time_s is asked during simulate(), from several threads
+  // in simulate_batch, so it must be safe to call concurrently (it is const).
   Simulator(const OpGraph& graph, const CostModel& cost);
   ~Simulator();
   Simulator(Simulator&&) noexcept;
+  Simulator& operator=(Simulator&&) noexcept;
 
   // Simulates one step. `placement` has one device per op (checked: throws InputError). Ops
   // marked cpu_only that are placed on a GPU run on the machine's first CPU (TF soft placement).
@@ -96,10 +121,16 @@ class Simulator {
 
   // Simulates every placement of `batch` into results[i] over `threads` threads (0 = hardware
   // concurrency). results.size() must equal batch.size(). Deterministic: independent of threads.
+  // Every placement is checked before any is simulated (throws InputError naming its index).
   void simulate_batch(std::span<const Placement> batch, std::span<SimResult> results, int threads = 0) const;
 
   std::size_t num_ops() const;
   const Machine& machine() const;
+  // The device `op` runs on when placed on `device`: the machine's first CPU for a cpu_only op
+  // placed on a GPU (when the machine has a CPU), else `device`.
+  DeviceId effective_device(OpId op, DeviceId device) const;
+  // Seconds `op` takes on `device`, as the cost model answered when the Simulator was built.
+  double op_time_s(OpId op, DeviceId device) const;
 
  private:
   struct Prepared;

@@ -1,0 +1,189 @@
+// Simulator throughput: simulated ops per second on synthetic layered DAGs (average fan-in 2) on a
+// 5-device machine (1 CPU + 4 GPUs behind one PCIe switch) under random placements. Also counts
+// heap allocations per evaluation after the first (a global operator new override), which the
+// learners' inner loop relies on being 0.
+//
+//   build/bench/sim_bench --benchmark_filter=BM_Simulate/
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "placelab/sim/simulator.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+// gcc 12 flags free() inside a replaced operator delete as a new/free mismatch; here the pair
+// is malloc/free by construction.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+namespace placelab {
+namespace {
+
+// Roofline-free stand-in for a cost model: launch overhead + flops / peak. The bench measures the
+// simulator, not the cost model, so any fixed positive times do.
+class BenchCostModel : public CostModel {
+ public:
+  explicit BenchCostModel(const Machine& machine) : CostModel(machine) {}
+  double op_time_s(const Op& op, DeviceId device) const override {
+    const Device& d = machine().devices[device];
+    return d.launch_overhead_s + op.flops / d.peak_flops;
+  }
+  std::string describe() const override { return "bench: flops / peak"; }
+};
+
+// cpu:0 and gpu:0..3; the GPUs sit behind one PCIe switch that joins the host over one link,
+// so GPU↔GPU copies take two hops and host↔GPU copies share the host link.
+Machine bench_machine() {
+  Machine m;
+  m.name = "bench-1cpu-4gpu";
+  Device cpu;
+  cpu.name = "cpu:0";
+  cpu.kind = DeviceKind::kCpu;
+  cpu.peak_flops = 1e12;
+  cpu.memory_bandwidth_Bps = 60e9;
+  cpu.memory_bytes = int64_t{256} << 30;
+  cpu.streams = 4;
+  cpu.launch_overhead_s = 2e-6;
+  m.devices.push_back(cpu);
+  for (int i = 0; i < 4; ++i) {
+    Device gpu;
+    gpu.name = "gpu:" + std::to_string(i);
+    gpu.kind = DeviceKind::kGpu;
+    gpu.peak_flops = 8e12;
+    gpu.memory_bandwidth_Bps = 480e9;
+    gpu.memory_bytes = int64_t{12} << 30;
+    gpu.launch_overhead_s = 5e-6;
+    m.devices.push_back(gpu);
+  }
+  m.switches = {"pcie_switch"};
+  auto link = [&](std::string a, double bw) {
+    Link l;
+    l.a = std::move(a);
+    l.b = "pcie_switch";
+    l.kind = LinkKind::kPcie;
+    l.bandwidth_Bps = bw;
+    l.latency_s = 5e-6;
+    m.links.push_back(l);
+  };
+  link("cpu:0", 12e9);
+  for (int i = 0; i < 4; ++i) link("gpu:" + std::to_string(i), 12e9);
+  m.finalize();
+  return m;
+}
+
+// Layered DAG of `ops` ops, 64 per layer; every op after the first layer reads 2 distinct ops of
+// the previous two layers.
+OpGraph layered_dag(int ops, uint32_t seed) {
+  constexpr int kWidth = 64;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> flops(1e6, 1e9);
+  std::uniform_int_distribution<int64_t> bytes(1 << 10, 4 << 20);
+  OpGraph g;
+  for (int i = 0; i < ops; ++i) {
+    Op op;
+    op.name = "op" + std::to_string(i);
+    op.type = "Bench";
+    op.flops = flops(rng);
+    op.output_bytes = bytes(rng);
+    op.persistent_bytes = i % 4 == 0 ? bytes(rng) : 0;
+    g.add_op(std::move(op));
+  }
+  for (int i = kWidth; i < ops; ++i) {
+    const int layer = i / kWidth;
+    const int lo = std::max(0, layer - 2) * kWidth, hi = layer * kWidth - 1;
+    std::uniform_int_distribution<int> pick(lo, hi);
+    const int a = pick(rng);
+    int b = pick(rng);
+    while (b == a) b = pick(rng);
+    g.add_edge(static_cast<OpId>(a), static_cast<OpId>(i), {.bytes = g.op(static_cast<OpId>(a)).output_bytes});
+    g.add_edge(static_cast<OpId>(b), static_cast<OpId>(i), {.bytes = g.op(static_cast<OpId>(b)).output_bytes});
+  }
+  return g;
+}
+
+std::vector<Placement> random_placements(std::size_t count, std::size_t ops, std::size_t devices, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(devices) - 1);
+  std::vector<Placement> out(count, Placement(ops));
+  for (Placement& p : out)
+    for (DeviceId& d : p) d = static_cast<DeviceId>(pick(rng));
+  return out;
+}
+
+// Shared inputs per graph size, built once outside the timed loops.
+struct Setup {
+  Machine machine = bench_machine();
+  BenchCostModel cost{machine};
+  OpGraph graph;
+  Simulator sim;
+  std::vector<Placement> placements;
+  explicit Setup(int ops)
+      : graph(layered_dag(ops, 1)), sim(graph, cost), placements(random_placements(16, graph.num_ops(), 5, 2)) {}
+};
+
+Setup& setup(int ops) {
+  static std::vector<std::unique_ptr<Setup>> cache;
+  for (auto& s : cache)
+    if (static_cast<int>(s->graph.num_ops()) == ops) return *s;
+  cache.push_back(std::make_unique<Setup>(ops));
+  return *cache.back();
+}
+
+void BM_Simulate(benchmark::State& state) {
+  Setup& s = setup(static_cast<int>(state.range(0)));
+  SimWorkspace ws;
+  SimResult result;
+  s.sim.simulate(s.placements[0], ws, result);  // the first call sizes the workspace and result
+  std::size_t i = 0;
+  const long before = g_allocations.load();
+  for (auto _ : state) {
+    s.sim.simulate(s.placements[i++ % s.placements.size()], ws, result);
+    // The whole struct: benchmark 1.7.1's DoNotOptimize on a lone double under gcc may pick a
+    // general-purpose register and clobber the value.
+    benchmark::DoNotOptimize(result);
+  }
+  const long allocations = g_allocations.load() - before;
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.graph.num_ops()));
+  state.counters["allocs_per_eval"] = static_cast<double>(allocations) / static_cast<double>(state.iterations());
+  state.counters["transfers"] = static_cast<double>(result.transfers);
+  state.counters["step_ms"] = result.step_time_s * 1e3;
+}
+BENCHMARK(BM_Simulate)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+// A learner-sized batch of 32 placements through simulate_batch, threads = range(1).
+void BM_SimulateBatch(benchmark::State& state) {
+  Setup& s = setup(static_cast<int>(state.range(0)));
+  const int threads = static_cast<int>(state.range(1));
+  std::vector<Placement> batch;
+  for (int k = 0; k < 32; ++k) batch.push_back(s.placements[static_cast<std::size_t>(k) % s.placements.size()]);
+  std::vector<SimResult> results(batch.size());
+  for (auto _ : state) {
+    s.sim.simulate_batch(batch, results, threads);
+    benchmark::DoNotOptimize(results.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch.size() * s.graph.num_ops()));
+}
+BENCHMARK(BM_SimulateBatch)->Args({10000, 1})->Args({10000, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace placelab
+
+BENCHMARK_MAIN();

@@ -1,0 +1,159 @@
+// Properties every simulated step must have, checked on seeded random DAGs and placements over
+// several machines: lower bounds on the step time, a consistent timeline (each op once, after its
+// inputs, no two intervals on one stream or link direction), and consistent memory accounting.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "placelab/sim/simulator.h"
+#include "sim_test_util.h"
+
+namespace placelab {
+namespace {
+
+using testing::FixedCostModel;
+
+enum class MachineKind { kMesh3, kMesh2TwoStreams, kSwitch };
+
+Machine make(MachineKind kind) {
+  switch (kind) {
+    case MachineKind::kMesh3: return testing::mesh_machine(3);
+    case MachineKind::kMesh2TwoStreams: return testing::mesh_machine(2, 2);
+    case MachineKind::kSwitch: return testing::switch_machine();
+  }
+  return testing::mesh_machine(1);
+}
+
+class SimProperties : public ::testing::TestWithParam<std::tuple<MachineKind, uint32_t>> {};
+
+// Intervals must not overlap once sorted by start.
+void expect_disjoint(std::vector<std::pair<double, double>> intervals, const std::string& what) {
+  std::sort(intervals.begin(), intervals.end());
+  for (std::size_t i = 1; i < intervals.size(); ++i)
+    EXPECT_GE(intervals[i].first, intervals[i - 1].second) << what << " interval " << i;
+}
+
+TEST_P(SimProperties, HoldOnRandomDags) {
+  const auto [kind, seed] = GetParam();
+  const Machine m = make(kind);
+  std::vector<double> speed(m.num_devices());
+  for (std::size_t d = 0; d < speed.size(); ++d) speed[d] = 1.0 + 0.5 * static_cast<double>(d % 3);
+  FixedCostModel cost(m, speed);
+  OpGraph g = testing::random_dag(seed, 12, 9);
+  for (OpId op = 0; op < g.num_ops(); op += 7) g.op(op).cpu_only = true;
+  const Placement p = testing::random_placement(seed * 31 + 7, g.num_ops(), m.num_devices());
+  Simulator sim(g, cost);
+  SimResult r = sim.simulate(p, SimOptions{.record_timeline = true});
+  const std::size_t n = g.num_ops(), nd = m.num_devices();
+
+  // Lower bounds: the critical path on each op's fastest device, and total work over all slots.
+  std::vector<double> fastest(n), path(n, 0);
+  double work = 0;
+  int slots = 0;
+  for (const Device& d : m.devices) slots += d.streams;
+  for (OpId op = 0; op < n; ++op) {
+    fastest[op] = cost.op_time_s(g.op(op), 0);
+    for (DeviceId d = 1; d < nd; ++d) fastest[op] = std::min(fastest[op], cost.op_time_s(g.op(op), d));
+    work += fastest[op];
+  }
+  double critical = 0;
+  for (OpId op : g.topological_order()) {
+    double start = 0;
+    g.for_each_in_edge(op, [&](OpId src, const Tensor&) { start = std::max(start, path[src]); });
+    path[op] = start + fastest[op];
+    critical = std::max(critical, path[op]);
+  }
+  EXPECT_GE(r.step_time_s, critical - 1e-9);
+  EXPECT_GE(r.step_time_s, work / slots - 1e-9);
+
+  // Each op runs exactly once, on its effective device, for its cost-model time.
+  std::vector<int> runs(n, 0);
+  std::vector<double> start(n), end(n);
+  std::vector<DeviceId> where(n);
+  std::vector<double> busy(nd, 0);
+  std::map<std::pair<DeviceId, uint16_t>, std::vector<std::pair<double, double>>> stream_use;
+  std::map<std::pair<OpId, DeviceId>, const TimelineEvent*> sends;
+  double last_end = 0, prev_start = 0;
+  for (const TimelineEvent& e : r.timeline) {
+    EXPECT_GE(e.start_s, prev_start) << "timeline not sorted by start";
+    prev_start = e.start_s;
+    EXPECT_GE(e.end_s, e.start_s);
+    last_end = std::max(last_end, e.end_s);
+    if (e.kind == TimelineEvent::Kind::kOp) {
+      ++runs[e.op];
+      start[e.op] = e.start_s;
+      end[e.op] = e.end_s;
+      where[e.op] = e.device;
+      EXPECT_EQ(e.device, sim.effective_device(e.op, p[e.op]));
+      // end - start loses the low bits of a duration added to a large start time.
+      EXPECT_NEAR(e.end_s - e.start_s, sim.op_time_s(e.op, e.device), 1e-12 * e.end_s);
+      EXPECT_LT(e.stream, m.devices[e.device].streams);
+      busy[e.device] += e.end_s - e.start_s;
+      stream_use[{e.device, e.stream}].push_back({e.start_s, e.end_s});
+    } else {
+      EXPECT_TRUE(sends.emplace(std::make_pair(e.op, e.device), &e).second) << "second send of op " << e.op;
+    }
+  }
+  for (OpId op = 0; op < n; ++op) EXPECT_EQ(runs[op], 1) << g.op(op).name;
+  EXPECT_DOUBLE_EQ(r.step_time_s, last_end);
+  for (DeviceId d = 0; d < nd; ++d) EXPECT_NEAR(r.devices[d].busy_s, busy[d], 1e-9);
+  for (const auto& [key, intervals] : stream_use) expect_disjoint(intervals, m.devices[key.first].name);
+
+  // Inputs before starts; exactly one send per (producer, remote device) with a data edge.
+  std::map<std::pair<OpId, DeviceId>, int64_t> expected_sends;  // → wire bytes
+  for (OpId c = 0; c < n; ++c) {
+    g.for_each_in_edge(c, [&](OpId src, const Tensor& t) {
+      EXPECT_GE(start[c], end[src]) << g.op(src).name << " -> " << g.op(c).name;
+      if (t.control || where[src] == where[c]) return;
+      auto it = sends.find({src, where[c]});
+      ASSERT_NE(it, sends.end()) << "no send " << g.op(src).name << " -> " << m.devices[where[c]].name;
+      EXPECT_GE(start[c], it->second->end_s);
+      int64_t& b = expected_sends[{src, where[c]}];
+      g.for_each_out_edge(src, [&](OpId, const Tensor& o) { if (!o.control) b = std::max(b, o.bytes); });
+    });
+  }
+  EXPECT_EQ(sends.size(), expected_sends.size());
+  EXPECT_EQ(r.transfers, static_cast<int64_t>(expected_sends.size()));
+  std::vector<std::vector<std::pair<double, double>>> link_use(m.num_link_directions());
+  std::vector<int64_t> link_bytes(m.num_link_directions(), 0);
+  for (const auto& [key, e] : sends) {
+    EXPECT_EQ(e->src_device, where[key.first]);
+    EXPECT_GE(e->start_s, end[key.first]);
+    EXPECT_EQ(e->bytes, expected_sends[key]);
+    EXPECT_NEAR(e->end_s - e->start_s, cost.transfer_time_s(e->bytes, e->src_device, e->device), 1e-12 * e->end_s);
+    for (LinkDirection h : m.route(e->src_device, e->device).hops) {
+      link_use[h].push_back({e->start_s, e->end_s});
+      link_bytes[h] += e->bytes;
+    }
+  }
+  for (std::size_t h = 0; h < link_use.size(); ++h) {
+    expect_disjoint(link_use[h], m.link_direction_name(static_cast<LinkDirection>(h)));
+    EXPECT_EQ(r.links[h].bytes, link_bytes[h]);
+  }
+
+  // Memory: time never goes back, transient never negative, all of it freed at the end, and the
+  // largest sample is the reported peak.
+  std::vector<int64_t> last(nd, -1), peak(nd, 0);
+  double prev_time = 0;
+  for (const MemorySample& s : r.memory_timeline) {
+    EXPECT_GE(s.time_s, prev_time);
+    prev_time = s.time_s;
+    EXPECT_GE(s.bytes, r.devices[s.device].persistent_bytes) << m.devices[s.device].name << " at " << s.time_s;
+    last[s.device] = s.bytes;
+    peak[s.device] = std::max(peak[s.device], s.bytes);
+  }
+  for (DeviceId d = 0; d < nd; ++d) {
+    EXPECT_EQ(last[d], r.devices[d].persistent_bytes) << m.devices[d].name;
+    EXPECT_EQ(peak[d], r.devices[d].peak_memory_bytes) << m.devices[d].name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SeededDags, SimProperties,
+                         ::testing::Combine(::testing::Values(MachineKind::kMesh3, MachineKind::kMesh2TwoStreams,
+                                                              MachineKind::kSwitch),
+                                            ::testing::Range(1u, 7u)));
+
+}  // namespace
+}  // namespace placelab

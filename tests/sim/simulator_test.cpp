@@ -1,0 +1,379 @@
+// Hand-computed schedules: every expected number below is derived in the comment above it from
+// the rules of docs/simulator.md, with op times taken from FixedCostModel (time = op.flops).
+#include "placelab/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "placelab/graph/error.h"
+#include "sim_test_util.h"
+
+namespace placelab {
+namespace {
+
+using testing::add;
+using testing::FixedCostModel;
+using testing::mesh_machine;
+using testing::switch_machine;
+
+// Data edge of `bytes`.
+Tensor data(int64_t bytes) { return Tensor{bytes, false}; }
+Tensor control() { return Tensor{0, true}; }
+
+const TimelineEvent& op_event(const SimResult& r, OpId op) {
+  for (const TimelineEvent& e : r.timeline)
+    if (e.kind == TimelineEvent::Kind::kOp && e.op == op) return e;
+  throw Error("op not in timeline");
+}
+
+SimResult run(const OpGraph& g, const CostModel& cost, const Placement& p) {
+  Simulator sim(g, cost);
+  return sim.simulate(p, SimOptions{.record_timeline = true});
+}
+
+TEST(Simulator, ChainOnOneDeviceRunsBackToBack) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 2);
+  add(g, "c", 3);
+  g.add_edge(0, 1, data(100));
+  g.add_edge(1, 2, data(100));
+  SimResult r = run(g, cost, {0, 0, 0});
+  // 1 + 2 + 3; local edges cost nothing.
+  EXPECT_DOUBLE_EQ(r.step_time_s, 6);
+  EXPECT_DOUBLE_EQ(r.devices[0].busy_s, 6);
+  EXPECT_EQ(r.devices[0].num_ops, 3);
+  EXPECT_EQ(r.devices[1].num_ops, 0);
+  EXPECT_EQ(r.transfers, 0);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 1);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 3);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).end_s, 6);
+  for (const LinkStats& l : r.links) EXPECT_EQ(l.bytes, 0);
+}
+
+TEST(Simulator, IndependentOpsOnTwoDevicesOverlap) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 2);
+  add(g, "b", 3);
+  EXPECT_DOUBLE_EQ(run(g, cost, {0, 1}).step_time_s, 3);  // max(2, 3)
+  EXPECT_DOUBLE_EQ(run(g, cost, {1, 1}).step_time_s, 5);  // 2 + 3 on one stream
+}
+
+TEST(Simulator, CrossDeviceEdgeAddsLatencyPlusBytesOverBandwidth) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 1);
+  g.add_edge(0, 1, data(500));
+  SimResult r = run(g, cost, {0, 1});
+  // a: [0,1]; send: 1 s latency + 500 B / 1000 B/s = 1.5 s, [1, 2.5]; b: [2.5, 3.5].
+  EXPECT_DOUBLE_EQ(r.step_time_s, 3.5);
+  EXPECT_EQ(r.transfers, 1);
+  EXPECT_EQ(r.links[0].bytes, 500);  // link 0 = gpu:0–gpu:1, direction 0 = gpu:0→gpu:1
+  EXPECT_DOUBLE_EQ(r.links[0].busy_s, 1.5);
+  EXPECT_EQ(r.links[1].bytes, 0);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 2.5);
+  // Placing both on one device removes the transfer.
+  EXPECT_DOUBLE_EQ(run(g, cost, {1, 1}).step_time_s, 2);
+}
+
+TEST(Simulator, TransfersSharingALinkDirectionSerialize) {
+  Machine m = switch_machine();  // cpu:0=0, gpu:0=1, gpu:1=2, gpu:2=3, gpu:3=4
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 1);
+  add(g, "c", 1);
+  g.add_edge(0, 2, data(500));
+  g.add_edge(1, 2, data(500));
+  // a on gpu:0, b on gpu:2, c on gpu:1: both sends end with hop sw→gpu:1.
+  // Each takes 2 s latency (two hops) + 0.5 s. a's (lower id, issued first): [1, 3.5];
+  // b's waits for sw→gpu:1: [3.5, 6]. c: [6, 7].
+  SimResult r = run(g, cost, {1, 3, 2});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 7);
+  EXPECT_EQ(r.transfers, 2);
+  const LinkDirection sw_to_gpu1 = 2 * 2 + 1;  // link 2 = gpu:1–sw, direction 1 = sw→gpu:1
+  EXPECT_EQ(r.links[sw_to_gpu1].bytes, 1000);
+  EXPECT_DOUBLE_EQ(r.links[sw_to_gpu1].busy_s, 5);
+  int transfers_seen = 0;
+  for (const TimelineEvent& e : r.timeline) {
+    if (e.kind != TimelineEvent::Kind::kTransfer) continue;
+    ++transfers_seen;
+    EXPECT_DOUBLE_EQ(e.start_s, e.op == 0 ? 1 : 3.5);
+    EXPECT_DOUBLE_EQ(e.end_s, e.op == 0 ? 3.5 : 6);
+  }
+  EXPECT_EQ(transfers_seen, 2);
+}
+
+TEST(Simulator, TransfersOnDisjointLinksOverlap) {
+  Machine m = switch_machine();
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 1);
+  add(g, "c", 1);
+  add(g, "d", 1);
+  g.add_edge(0, 2, data(500));
+  g.add_edge(1, 3, data(500));
+  // gpu:0→gpu:1 and gpu:2→gpu:3 share no link direction: both sends [1, 3.5]; c, d: [3.5, 4.5].
+  SimResult r = run(g, cost, {1, 3, 2, 4});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 4.5);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 3.5);
+  EXPECT_DOUBLE_EQ(op_event(r, 3).start_s, 3.5);
+}
+
+TEST(Simulator, OneSendPerProducerAndDestinationDevice) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 1);
+  add(g, "c", 1);
+  add(g, "d", 1);
+  g.add_edge(0, 1, data(300));
+  g.add_edge(0, 2, data(500));
+  g.add_edge(0, 3, data(200));
+  // b, c on gpu:1 share one copy of a's output, sized by the largest edge (500 B): [1, 2.5].
+  // d on gpu:0 reads it locally: [1, 2]. b: [2.5, 3.5], c: [3.5, 4.5].
+  SimResult r = run(g, cost, {0, 1, 1, 0});
+  EXPECT_EQ(r.transfers, 1);
+  EXPECT_EQ(r.links[0].bytes, 500);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 4.5);
+  EXPECT_DOUBLE_EQ(op_event(r, 3).end_s, 2);
+}
+
+TEST(Simulator, TwoStreamsRunTwoOpsAtOnce) {
+  Machine m = mesh_machine(1, /*streams=*/2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 2);
+  add(g, "b", 3);
+  add(g, "c", 1);
+  // a on slot 0 [0,2], b on slot 1 [0,3], c takes the slot a frees: slot 0 [2,3].
+  SimResult r = run(g, cost, {0, 0, 0});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 3);
+  EXPECT_EQ(op_event(r, 0).stream, 0);
+  EXPECT_EQ(op_event(r, 1).stream, 1);
+  EXPECT_EQ(op_event(r, 2).stream, 0);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 2);
+  EXPECT_DOUBLE_EQ(r.devices[0].busy_s, 6);
+}
+
+TEST(Simulator, EarliestReadyRunsFirstEvenWithALargerId) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "blocker", 5);  // 0, gpu:0
+  add(g, "late", 1);     // 1, gpu:0, ready at 2 (after q)
+  add(g, "early", 1);    // 2, gpu:0, ready at 1 (after p)
+  add(g, "p", 1);        // 3, gpu:1 [0,1]
+  add(g, "q", 1);        // 4, gpu:1 [1,2]
+  g.add_edge(4, 1, control());
+  g.add_edge(3, 2, control());
+  g.add_edge(3, 4, data(8));
+  // gpu:0 is busy until 5; then early (ready 1) before late (ready 2) despite its larger id.
+  SimResult r = run(g, cost, {0, 0, 0, 1, 1});
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 5);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 6);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 7);
+}
+
+TEST(Simulator, OpsReadyAtTheSameInstantRunInIdOrder) {
+  Machine m = mesh_machine(3);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "p", 1);  // 0, gpu:1
+  add(g, "q", 1);  // 1, gpu:2
+  add(g, "A", 1);  // 2, gpu:0, after q
+  add(g, "B", 1);  // 3, gpu:0, after p
+  g.add_edge(1, 2, control());
+  g.add_edge(0, 3, control());
+  // p and q both finish at 1; p's finish (lower id) makes B ready first, but A and B are both
+  // ready at 1, so A (id 2) runs first: A [1,2], B [2,3].
+  SimResult r = run(g, cost, {1, 2, 0, 0});
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 1);
+  EXPECT_DOUBLE_EQ(op_event(r, 3).start_s, 2);
+}
+
+TEST(Simulator, PeakMemoryOfAKnownScheduleIncludesReceivedCopies) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, /*output=*/100, /*persistent=*/1000);  // gpu:0
+  add(g, "b", 1, 200, 0);                                // gpu:0
+  add(g, "c", 1, 50, 10);                                // gpu:1
+  g.add_edge(0, 1, data(100));
+  g.add_edge(0, 2, data(100));
+  g.add_edge(1, 2, data(200));
+  SimResult r = run(g, cost, {0, 0, 1});
+  // gpu:0: a [0,1] allocates 100; b [1,2] allocates 200 → 300 transient (peak).
+  //   a's copy to gpu:1 [1, 2.1] (1 + 100/1000); b's copy [2.1, 3.3] waits for the link.
+  //   a's output is freed at 2.1 (b finished at 2, its send at 2.1); b's at 3.3.
+  // gpu:1: a's copy 100 from 1; b's copy 200 from 2.1 → 300; c [3.3, 4.3] adds 50 → 350 (peak);
+  //   all freed when c finishes.
+  EXPECT_EQ(r.devices[0].persistent_bytes, 1000);
+  EXPECT_EQ(r.devices[0].peak_memory_bytes, 1300);
+  EXPECT_EQ(r.devices[1].persistent_bytes, 10);
+  EXPECT_EQ(r.devices[1].peak_memory_bytes, 360);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 1 + 1.1 + 1.2 + 1);
+  EXPECT_FALSE(r.oom);
+  // Every transient byte comes back: the last sample of each device is its persistent bytes.
+  for (DeviceId d = 0; d < 2; ++d) {
+    int64_t last = -1;
+    for (const MemorySample& s : r.memory_timeline)
+      if (s.device == d) last = s.bytes;
+    EXPECT_EQ(last, r.devices[d].persistent_bytes) << d;
+  }
+}
+
+TEST(Simulator, FreesAtAnInstantPrecedeAllocations) {
+  Machine m = mesh_machine(1);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, 100);
+  add(g, "b", 1, 100);
+  add(g, "c", 1, 100);
+  g.add_edge(0, 1, data(100));
+  g.add_edge(1, 2, data(100));
+  // At 2, b's finish frees a's output before c allocates its own: peak 200, never 300.
+  EXPECT_EQ(run(g, cost, {0, 0, 0}).devices[0].peak_memory_bytes, 200);
+}
+
+TEST(Simulator, OutputsWithoutConsumersAreFreedWhenTheOpFinishes) {
+  Machine m = mesh_machine(1);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, 100);
+  add(g, "b", 1, 100);
+  // a [0,1] then b [1,2], nothing reads a: 100 at a time.
+  EXPECT_EQ(run(g, cost, {0, 0}).devices[0].peak_memory_bytes, 100);
+}
+
+TEST(Simulator, OomNamesTheDeviceWithTheLargestExcess) {
+  Machine m = mesh_machine(2, 1, /*memory_bytes=*/1000);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, 0, 1500);
+  add(g, "b", 2, 0, 1200);
+  SimResult r = run(g, cost, {1, 0});
+  EXPECT_TRUE(r.oom);
+  EXPECT_EQ(r.oom_device, 1);
+  EXPECT_EQ(r.oom_excess_bytes, 500);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 2);  // still simulated to the end
+  EXPECT_EQ(oom_message(r, m), "out of memory on gpu:1: peak 1500 bytes exceeds capacity 1000 bytes by 500 bytes");
+  SimResult fits = run(g, cost, {0, 0});
+  EXPECT_TRUE(fits.oom);  // 2700 on gpu:0
+  EXPECT_EQ(fits.oom_device, 0);
+  EXPECT_EQ(fits.oom_excess_bytes, 1700);
+}
+
+TEST(Simulator, NoOomWhenPeakEqualsCapacity) {
+  Machine m = mesh_machine(1, 1, 1000);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, 400, 600);
+  SimResult r = run(g, cost, {0});
+  EXPECT_EQ(r.devices[0].peak_memory_bytes, 1000);
+  EXPECT_FALSE(r.oom);
+  EXPECT_EQ(oom_message(r, m), "");
+}
+
+TEST(Simulator, CpuOnlyOpsOnAGpuRunOnTheFirstCpu) {
+  Machine m = switch_machine();
+  FixedCostModel cost(m, {0.5, 1, 1, 1, 1});  // the CPU runs at half speed
+  OpGraph g;
+  add(g, "lookup", 1, 0, 64, /*cpu_only=*/true);
+  add(g, "use", 1);
+  g.add_edge(0, 1, data(1000));
+  Simulator sim(g, cost);
+  EXPECT_EQ(sim.effective_device(0, 1), 0);
+  EXPECT_EQ(sim.effective_device(1, 1), 1);
+  // lookup placed on gpu:0 runs on cpu:0 for 2 s; its output goes cpu:0→sw→gpu:0:
+  // 2 s latency + 1000/1000 s = 3 s; use [5, 6].
+  SimResult r = sim.simulate(Placement{1, 1}, SimOptions{.record_timeline = true});
+  EXPECT_EQ(op_event(r, 0).device, 0);
+  EXPECT_EQ(r.devices[0].num_ops, 1);
+  EXPECT_EQ(r.devices[0].persistent_bytes, 64);
+  EXPECT_EQ(r.devices[1].persistent_bytes, 0);
+  EXPECT_EQ(r.transfers, 1);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 6);
+
+  // Without a CPU the op stays where it was placed.
+  Machine gpus = mesh_machine(2);
+  FixedCostModel gpu_cost(gpus);
+  SimResult stays = run(g, gpu_cost, {1, 1});
+  EXPECT_EQ(op_event(stays, 0).device, 1);
+  EXPECT_DOUBLE_EQ(stays.step_time_s, 2);
+}
+
+TEST(Simulator, ControlEdgesAcrossDevicesOnlyOrder) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, 100);
+  add(g, "b", 1);
+  g.add_edge(0, 1, control());
+  // No data: no transfer, b starts when a finishes.
+  SimResult r = run(g, cost, {0, 1});
+  EXPECT_EQ(r.transfers, 0);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 1);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 2);
+  EXPECT_EQ(r.devices[0].peak_memory_bytes, 100);
+}
+
+TEST(Simulator, RejectsBadPlacementsAndCycles) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 1);
+  g.add_edge(0, 1, data(1));
+  Simulator sim(g, cost);
+  EXPECT_THROW(sim.simulate(Placement{0}), InputError);
+  EXPECT_THROW(sim.simulate(Placement{0, 2}), InputError);
+  std::vector<Placement> batch = {{0, 0}, {0, 7}};
+  std::vector<SimResult> out(2);
+  try {
+    sim.simulate_batch(batch, out, 2);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch[1]"), std::string::npos) << e.what();
+  }
+  g.add_edge(1, 0, data(1));
+  EXPECT_THROW(Simulator(g, cost), InputError);
+}
+
+TEST(Simulator, TimelineOnlyWhenRequested) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, 10);
+  add(g, "b", 1);
+  g.add_edge(0, 1, data(10));
+  Simulator sim(g, cost);
+  SimWorkspace ws;
+  SimResult r;
+  sim.simulate(Placement{0, 1}, ws, r, SimOptions{.record_timeline = true});
+  EXPECT_EQ(r.timeline.size(), 3u);  // two ops, one transfer
+  EXPECT_FALSE(r.memory_timeline.empty());
+  sim.simulate(Placement{0, 1}, ws, r);
+  EXPECT_TRUE(r.timeline.empty());
+  EXPECT_TRUE(r.memory_timeline.empty());
+}
+
+TEST(Simulator, EmptyGraphTakesNoTime) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  SimResult r = Simulator(g, cost).simulate(Placement{});
+  EXPECT_EQ(r.step_time_s, 0);
+  EXPECT_EQ(r.devices.size(), 2u);
+  EXPECT_FALSE(r.oom);
+}
+
+}  // namespace
+}  // namespace placelab
