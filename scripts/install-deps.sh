@@ -7,7 +7,7 @@ packages=(
   build-essential cmake make
   libboost-graph-dev libeigen3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
   libmetis-dev libscotch-dev
   libonnx-dev libprotobuf-dev
   libopenmpi-dev openmpi-bin

@@ -543,7 +543,10 @@ TraceImport build(const Collected& c, std::string_view origin, const TraceImport
     in.total_s += k.dur_s;
     ++in.kernels;
   }
-  rep.kernel_time_per_step_s = c.steps > 0 ? in_steps / c.steps : rep.total_kernel_s;
+  // Steps that launched nothing (the profiler's closing step marker) would dilute the mean.
+  int busy_steps = 0;
+  for (double s : rep.step_kernel_s) busy_steps += s > 0;
+  rep.kernel_time_per_step_s = busy_steps > 0 ? in_steps / busy_steps : rep.total_kernel_s;
 
   std::map<std::string, std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>> times;
   std::set<std::string> without;

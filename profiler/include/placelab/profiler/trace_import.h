@@ -83,7 +83,9 @@ struct ImportReport {
   // which it was launched. TF timelines are one step. 0 when the trace has no step markers.
   int steps = 0;
   std::vector<double> step_kernel_s;  // kernel seconds launched in each step, in step order
-  // Mean kernel seconds per step: kernels inside steps / steps; with no markers, the total.
+  // Mean kernel seconds per step over the steps that launched kernels (a trailing marker with
+  // no work, as the profiler's last ProfilerStep often is, does not count); with no steps, the
+  // total.
   double kernel_time_per_step_s = 0;
   int64_t memsets = 0;
   std::vector<TraceCopyKind> copies;   // sorted by device, then kind
