@@ -356,7 +356,41 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
     return best;
   };
 
+  std::vector<bool> placed(n, false);
+  // Commits `op` to device d: its inputs' transfers (in input order; they may queue behind each
+  // other on a shared link), the earliest idle slot of one of d's streams, the group's device.
+  auto schedule_on = [&](OpId op, DeviceId d) {
+    double ready = 0;
+    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, d, true)); });
+    std::size_t stream = 0;
+    const double f = earliest_finish(op, d, ready, stream);
+    p[op] = d;
+    finish[op] = f;
+    placed[op] = true;
+    auto& iv = busy[d][stream];
+    const Interval slot{f - cost.op_time_s(graph.op(op), d), f};
+    iv.insert(std::upper_bound(iv.begin(), iv.end(), slot), slot);
+    const GroupId g = coloc.group_of(op);
+    if (group_device[g] < 0) {
+      group_device[g] = d;
+      persistent_on[d] += group_persistent[g];
+    }
+  };
+  // Sources (variables, inputs) are placed with their first scheduled consumer, unless their
+  // colocation group already has a device: placed on their own at time 0 they would be spread
+  // over idle devices and drag their consumers and colocated updates after them.
+  auto is_deferred = [&](OpId op) { return graph.in_degree(op) == 0 && !(graph.op(op).cpu_only && cpu); };
+  auto place_deferred_input = [&](OpId src, DeviceId consumer_device) {
+    const GroupId gs = coloc.group_of(src);
+    schedule_on(src, group_device[gs] >= 0 ? static_cast<DeviceId>(group_device[gs]) : consumer_device);
+  };
+
   for (OpId op : order) {
+    if (placed[op] || is_deferred(op)) continue;
+    // Inputs whose device is already decided by their colocation group are placed now.
+    graph.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      if (!placed[src] && group_device[coloc.group_of(src)] >= 0) place_deferred_input(src, 0);
+    });
     const GroupId g = coloc.group_of(op);
     std::vector<DeviceId> devs;
     if (group_device[g] >= 0) {
@@ -375,7 +409,7 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
     int preferred = -1;
     int64_t preferred_bytes = -1;
     graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-      if (!t.control && t.bytes > preferred_bytes) {
+      if (placed[src] && !t.control && t.bytes > preferred_bytes) {
         preferred_bytes = t.bytes;
         preferred = p[src];
       }
@@ -384,7 +418,10 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
     DeviceId best_dev = devs.front();
     for (DeviceId d : devs) {
       double ready = 0;
-      graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, d, false)); });
+      graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+        // An unplaced source would come along to d and run there first.
+        ready = std::max(ready, placed[src] ? arrival(src, t, d, false) : cost.op_time_s(graph.op(src), d));
+      });
       std::size_t stream = 0;
       const double f = earliest_finish(op, d, ready, stream);
       const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
@@ -393,22 +430,17 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
         best_dev = d;
       }
     }
-    // Commit the chosen device's transfers in input order (they may queue behind each other on a
-    // shared link, so the op may start a little later than estimated).
-    double ready = 0;
-    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, best_dev, true)); });
-    std::size_t best_stream = 0;
-    best_finish = earliest_finish(op, best_dev, ready, best_stream);
-    p[op] = best_dev;
-    finish[op] = best_finish;
-    auto& iv = busy[best_dev][best_stream];
-    const Interval slot{best_finish - cost.op_time_s(graph.op(op), best_dev), best_finish};
-    iv.insert(std::upper_bound(iv.begin(), iv.end(), slot), slot);
-    if (group_device[g] < 0) {
-      group_device[g] = best_dev;
-      persistent_on[best_dev] += group_persistent[g];
-    }
+    graph.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      if (!placed[src]) place_deferred_input(src, best_dev);
+    });
+    schedule_on(op, best_dev);
   }
+  // Sources nobody consumes.
+  for (OpId op : topo)
+    if (!placed[op]) {
+      const GroupId g = coloc.group_of(op);
+      schedule_on(op, group_device[g] >= 0 ? static_cast<DeviceId>(group_device[g]) : allowed(op).front());
+    }
   return p;
 }
 
