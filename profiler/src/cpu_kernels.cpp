@@ -142,10 +142,17 @@ void gemm(int64_t m, int64_t n, int64_t k, int64_t batch, const float* a, const 
   }
 }
 
-void elementwise(int64_t elements, int64_t inputs, const float* in, float* out) {
+void elementwise(int64_t elements, int64_t inputs, const float* in, int64_t distinct, float* out) {
+  PLACELAB_CHECK(distinct >= 1 && distinct <= inputs) << distinct << " of " << inputs;
   Eigen::Map<Eigen::ArrayXf> o(out, elements);
   o = 0.5f * Eigen::Map<const Eigen::ArrayXf>(in, elements);
-  for (int64_t i = 1; i < inputs; ++i) o += Eigen::Map<const Eigen::ArrayXf>(in + i * elements, elements);
+  for (int64_t i = 1; i < inputs; ++i) o += Eigen::Map<const Eigen::ArrayXf>(in + (i % distinct) * elements, elements);
+}
+
+int64_t elementwise_distinct_inputs(int64_t elements, int64_t inputs) {
+  elements = std::max<int64_t>(1, elements), inputs = std::max<int64_t>(1, inputs);
+  const int64_t fit = kMaxElementwiseInputBytes / (4 * elements);
+  return std::clamp<int64_t>(fit, 1, inputs);
 }
 
 void reduction(int64_t elements, int64_t out_count, const float* in, float* out) {
@@ -215,7 +222,13 @@ Sizes sizes_of(const KernelSignature& sig, double* total_bytes) {
       else a = in, b = out, c = filt;
       break;
     }
-    case KernelClass::kElementwise: a = d(0) * d(1), c = d(0); break;
+    case KernelClass::kElementwise: {
+      // Clamped so that 4 · elements cannot overflow; such a size is rejected anyway.
+      const int64_t elements = std::min<int64_t>(sig.dims[0], int64_t{1} << 60);
+      a = d(0) * static_cast<double>(elementwise_distinct_inputs(elements, sig.dims[1]));
+      c = d(0);
+      break;
+    }
     case KernelClass::kReduction: {
       double out = d(1), inner = std::ceil(d(0) / out);
       a = inner * out, c = out;
@@ -266,7 +279,7 @@ CpuKernel::CpuKernel(const KernelSignature& sig, int64_t max_bytes) : sig_(sig),
     case KernelClass::kConv2D:
     case KernelClass::kConv2DBackpropInput:
     case KernelClass::kConv2DBackpropFilter: b.conv = ConvShape::from(sig); break;
-    case KernelClass::kElementwise: b.d0 = d(0), b.d1 = d(1); break;
+    case KernelClass::kElementwise: b.d0 = d(0), b.d1 = d(1), b.d2 = elementwise_distinct_inputs(b.d0, b.d1); break;
     case KernelClass::kReduction: {
       b.d0 = d(0), b.d1 = d(1);
       // Zero the padding past `elements` so the sums are those of the real inputs.
@@ -310,7 +323,7 @@ void CpuKernel::run() {
     case KernelClass::kConv2DBackpropFilter:
       conv2d_backprop_filter(b.conv, b.a.data(), b.b.data(), b.c.data(), b.scratch.data());
       break;
-    case KernelClass::kElementwise: elementwise(b.d0, b.d1, b.a.data(), b.c.data()); break;
+    case KernelClass::kElementwise: elementwise(b.d0, b.d1, b.a.data(), b.d2, b.c.data()); break;
     case KernelClass::kReduction: reduction(b.d0, b.d1, b.a.data(), b.c.data()); break;
     case KernelClass::kEmbedding: embedding(b.d1, b.d2, b.a.data(), b.index.data(), b.c.data()); break;
     case KernelClass::kSoftmax: softmax(b.d0, b.d1, b.a.data(), b.c.data()); break;

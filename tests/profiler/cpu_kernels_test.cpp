@@ -107,8 +107,15 @@ TEST(CpuKernels, SoftmaxRowsSumToOneAndMatchTheDefinition) {
 TEST(CpuKernels, ElementwiseReductionAndEmbedding) {
   auto in = random_vector(30, 9);
   std::vector<float> out(10);
-  elementwise(10, 3, in.data(), out.data());
+  elementwise(10, 3, in.data(), 3, out.data());
   for (std::size_t j = 0; j < 10; ++j) EXPECT_NEAR(out[j], 0.5f * in[j] + in[10 + j] + in[20 + j], 1e-6);
+  // Four inputs cycling through two arrays: in0, in1, in0, in1.
+  elementwise(10, 4, in.data(), 2, out.data());
+  for (std::size_t j = 0; j < 10; ++j) EXPECT_NEAR(out[j], 1.5f * in[j] + 2 * in[10 + j], 1e-6);
+  EXPECT_EQ(elementwise_distinct_inputs(100, 4), 4);
+  // 40 inputs of 128 MB: only two distinct 128 MB arrays (256 MB), not 5 GB.
+  EXPECT_EQ(elementwise_distinct_inputs(int64_t{1} << 25, 40), 2);
+  EXPECT_EQ(CpuKernel::required_bytes(KernelSignature::elementwise(int64_t{1} << 25, 40)), int64_t{3} << 27);
 
   // 10 elements into 3 outputs: inner = 4, two padding zeros at the end.
   std::vector<float> r_in = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 0}, r_out(3);

@@ -77,7 +77,7 @@ struct CpuCalibrationOptions {
   std::vector<int64_t> copy_bytes;
   KernelTimingOptions timing;
   FitOptions fit;
-  int64_t max_kernel_bytes = int64_t{1} << 30;  // a larger signature is an InputError
+  int64_t max_kernel_bytes = cpu::kDefaultMaxKernelBytes;  // a larger signature is an InputError
   std::string machine_name = "localhost";
 
   // Throws InputError naming the field: overlapping or empty core sets, cores_per_device < 1,

@@ -47,8 +47,14 @@ void conv2d_direct(const ConvShape& shape, const float* x, const float* f, float
 
 // c[b] = a[b] · b[b] for each batch b; a: m×k, b: k×n, c: m×n, all column-major, batches back to back.
 void gemm(int64_t m, int64_t n, int64_t k, int64_t batch, const float* a, const float* b, float* c);
-// out[j] = 0.5·in[0][j] + Σ_{i≥1} in[i][j]; `in` holds `inputs` arrays of `elements` floats back to back.
-void elementwise(int64_t elements, int64_t inputs, const float* in, float* out);
+// out[j] = 0.5·in[0][j] + Σ_{i≥1} in[i mod distinct][j]; `in` holds `distinct` (1..inputs) arrays
+// of `elements` floats back to back. CpuKernel passes distinct < inputs only when the inputs
+// would exceed kMaxElementwiseInputBytes (an AddN of 40 embedding-sized gradients): the arrays it
+// cycles through then still total more than any L3 cache, so the memory traffic is unchanged.
+void elementwise(int64_t elements, int64_t inputs, const float* in, int64_t distinct, float* out);
+inline constexpr int64_t kMaxElementwiseInputBytes = int64_t{256} << 20;
+// The number of distinct input arrays CpuKernel allocates for elementwise{elements, inputs}.
+int64_t elementwise_distinct_inputs(int64_t elements, int64_t inputs);
 // out[j] = Σ_i in[j·inner + i] for j < out_count, inner = ceil(elements / out_count); `in` has
 // inner·out_count floats (the tail past `elements` is the caller's padding, normally zeros).
 void reduction(int64_t elements, int64_t out_count, const float* in, float* out);
