@@ -26,6 +26,8 @@ void GpuCalibrationOptions::validate() const {
     if (copy_bytes[i] <= 0)
       throw InputError("GpuCalibrationOptions.copy_bytes[" + std::to_string(i) + "] = " + std::to_string(copy_bytes[i]) +
                        ": must be > 0");
+  if (!copy_bytes.empty() && std::set<int64_t>(copy_bytes.begin(), copy_bytes.end()).size() < 2)
+    throw InputError("GpuCalibrationOptions.copy_bytes: needs at least 2 distinct sizes to fit a bandwidth");
   if (warmup < 0) throw InputError("GpuCalibrationOptions.warmup = " + std::to_string(warmup) + ": must be >= 0");
   if (repeats < 1) throw InputError("GpuCalibrationOptions.repeats = " + std::to_string(repeats) + ": must be >= 1");
   if (max_kernel_bytes <= 0)

@@ -246,6 +246,12 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
     op_begin[op] = std::make_unique<Event>(true);
     op_end[op] = std::make_unique<Event>(true);
   }
+  // A copy runs on the copy stream of its GPU end — the sender's when the sender is a GPU (so it
+  // overlaps the sender's next kernels), else the receiver's — so that device memory is always
+  // copied by a stream of its own device.
+  auto copy_stream = [&](const Copy& c) -> const Stream& {
+    return is_gpu(c.src) || !is_gpu(c.dst) ? *send[c.src] : *send[c.dst];
+  };
   // Copy buffers: the source end on the producer's device (pinned host memory for a CPU), the
   // destination end on the consumer's device.
   struct CopyBuffers {
@@ -268,7 +274,7 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
     } else {
       cbuf[i].dst_host = std::make_unique<PinnedBuffer>(c.bytes);
     }
-    PLACELAB_CUDA_CHECK(cudaSetDevice(is_gpu(c.src) ? cuda_of_device_[c.src] : clock_device));
+    PLACELAB_CUDA_CHECK(cudaSetDevice(copy_stream(c).device));
     cbuf[i].begin = std::make_unique<Event>(true);
     cbuf[i].end = std::make_unique<Event>(true);
   }
@@ -322,9 +328,9 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
       for (uint32_t i : sends[op]) {
         const Copy& c = copies[i];
         CopyBuffers& b = cbuf[i];
-        // The sender's copy stream, so copies overlap the sender's next kernels.
-        cudaStream_t cs = send[c.src]->s;
-        PLACELAB_CUDA_CHECK(cudaSetDevice(send[c.src]->device));
+        const Stream& stream = copy_stream(c);
+        cudaStream_t cs = stream.s;
+        PLACELAB_CUDA_CHECK(cudaSetDevice(stream.device));
         PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(cs, op_end[op]->e, 0));
         PLACELAB_CUDA_CHECK(cudaEventRecord(b.begin->e, cs));
         const size_t nbytes = static_cast<size_t>(c.bytes);

@@ -53,6 +53,8 @@ TEST(GpuCalibrationOptions, ValidateNamesTheField) {
   o = {};
   o.copy_bytes = {4096, -1};
   EXPECT_NE(message(o).find("copy_bytes[1] = -1"), std::string::npos);
+  o.copy_bytes = {4096, 4096};
+  EXPECT_NE(message(o).find("at least 2 distinct sizes"), std::string::npos);
   o = {};
   o.sweep = false;
   EXPECT_NE(message(o).find("nothing to measure"), std::string::npos);

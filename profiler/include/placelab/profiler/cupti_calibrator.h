@@ -30,7 +30,7 @@ struct GpuCalibrationOptions {
   bool sweep = true;         // measure default_cpu_sweep(sweep_scale), the CPU backend's sweep
   double sweep_scale = 1.0;
   std::vector<KernelSignature> signatures;  // measured too (e.g. graph_signatures(g))
-  // Copy sizes in bytes; empty = default_gpu_copy_sizes().
+  // Copy sizes in bytes (at least 2 distinct ones); empty = default_gpu_copy_sizes().
   std::vector<int64_t> copy_bytes;
   int warmup = 3;    // untimed launches per signature (and copy size) first
   int repeats = 10;  // timed launches; the time is the median of their CUPTI durations
