@@ -93,7 +93,8 @@ struct ReadyOp {
 
 inline bool before(const Event& a, const Event& b) { return a.order < b.order; }
 
-// Binary min-heap on storage the caller sized in advance: no allocation, no bounds growth.
+// Binary min-heap on storage the caller sized in advance: no allocation, no bounds growth. It
+// holds at most slots + link directions entries, so operations are a few levels deep.
 template <typename T>
 inline void heap_push(T* heap, uint32_t& size, T value) {
   uint32_t i = size++;
@@ -227,6 +228,7 @@ constexpr uint32_t kNoTransfer = std::numeric_limits<uint32_t>::max();
 
 // Insertion sort for the handful of device ids a producer or an instant touches.
 void sort_small(DeviceId* ids, uint32_t count) {
+  if (count < 2) return;
   for (uint32_t i = 1; i < count; ++i) {
     DeviceId v = ids[i];
     uint32_t j = i;
@@ -236,10 +238,12 @@ void sort_small(DeviceId* ids, uint32_t count) {
 }
 
 // One evaluation: binds the flat graph, the workspace and the result for the event loop.
+// kRecord (SimOptions::record_timeline) is a template parameter so that the hot path carries no
+// timeline branches at all.
+template <bool kRecord>
 class Evaluation {
  public:
-  Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r, bool record)
-      : g_(g), w_(w), r_(r), record_(record), nd_(g.num_devices) {}
+  Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r) : g_(g), w_(w), r_(r), nd_(g.num_devices) {}
 
   void run(std::span<const DeviceId> placement) {
     const uint32_t n = g_.num_ops;
@@ -281,7 +285,7 @@ class Evaluation {
       w_.ready_head[d] = w_.ready_tail[d] = off;
       off += count;
     }
-    if (record_)
+    if constexpr (kRecord)
       for (uint32_t d = 0; d < nd_; ++d)
         r_.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r_.devices[d].persistent_bytes});
 
@@ -293,13 +297,12 @@ class Evaluation {
     dispatch_dirty(0.0);
 
     double now = 0;
-    Event* events = w_.events.data();
-    while (num_events_ > 0) {
-      now = events[0].time();
+    while (has_events()) {
+      now = next_time();
       // Everything that happens at `now` first, then the dispatch: so that ops made ready at one
       // instant compete by id, and frees at an instant precede the allocations of new starts.
       do {
-        Event e = heap_pop(events, num_events_);
+        const Event e = pop_event();
         const auto id = static_cast<uint32_t>(e.key() & 0xffffffffu);
         if ((e.key() >> 32) == kOpFinish) {
           finish_op(id, now);
@@ -308,7 +311,7 @@ class Evaluation {
         } else {
           finish_transfer(id >> 1, now);
         }
-      } while (num_events_ > 0 && events[0].time() == now);
+      } while (has_events() && next_time() == now);
       dispatch_dirty(now);
     }
     PLACELAB_CHECK(finished_ == n) << "only " << finished_ << " of " << n << " ops ran";
@@ -327,27 +330,50 @@ class Evaluation {
         r_.oom_excess_bytes = excess;
       }
     }
-    if (record_)
+    if constexpr (kRecord)
       std::stable_sort(r_.timeline.begin(), r_.timeline.end(),
                        [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_s < b.start_s; });
   }
 
  private:
+  // The event queue is the heap plus one "hot" slot holding the smallest event pushed since the
+  // last pop that came from it. Handling an event often schedules the very next one (a transfer
+  // queue's next start, a finish soon after a start); that one then skips the heap entirely.
+  // The minimum is always min(hot, heap top), so the processing order is exactly the heap's.
   void push_event(double time, uint64_t kind, uint32_t id) {
-    heap_push(w_.events.data(), num_events_, Event{time, kind << 32 | id});
+    const Event e{time, kind << 32 | id};
+    if (!has_hot_) {
+      hot_ = e;
+      has_hot_ = true;
+    } else if (sim_detail::before(e, hot_)) {
+      heap_push(w_.events.data(), num_events_, hot_);
+      hot_ = e;
+    } else {
+      heap_push(w_.events.data(), num_events_, e);
+    }
+  }
+  bool has_events() const { return has_hot_ || num_events_ > 0; }
+  bool hot_is_next() const { return has_hot_ && (num_events_ == 0 || sim_detail::before(hot_, w_.events[0])); }
+  double next_time() const { return hot_is_next() ? hot_.time() : w_.events[0].time(); }
+  Event pop_event() {
+    if (hot_is_next()) {
+      has_hot_ = false;
+      return hot_;
+    }
+    return heap_pop(w_.events.data(), num_events_);
   }
 
   void allocate(DeviceId d, int64_t bytes, double now) {
     if (bytes == 0) return;
     int64_t in_use = (w_.transient_bytes[d] += bytes);
     if (in_use > w_.peak_transient_bytes[d]) w_.peak_transient_bytes[d] = in_use;
-    if (record_) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
+    if constexpr (kRecord) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
   }
 
   void release(DeviceId d, int64_t bytes, double now) {
     if (bytes == 0) return;
     int64_t in_use = (w_.transient_bytes[d] -= bytes);
-    if (record_) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
+    if constexpr (kRecord) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
   }
 
   void mark_dirty(DeviceId d) {
@@ -370,7 +396,7 @@ class Evaluation {
 
   // Starts ready ops on the free slots of every device touched since the last dispatch, in
   // device-id order.
-  void dispatch_dirty(double now) {
+  [[gnu::always_inline]] void dispatch_dirty(double now) {
     sort_small(w_.dirty_list.data(), num_dirty_);
     for (uint32_t i = 0; i < num_dirty_; ++i) {
       DeviceId d = w_.dirty_list[i];
@@ -395,7 +421,7 @@ class Evaluation {
       stats.busy_s += duration;
       ++stats.num_ops;
       push_event(now + duration, kOpFinish, op);
-      if (record_) {
+      if constexpr (kRecord) {
         r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, static_cast<uint16_t>(s - first), now,
                                now + duration, g_.output_bytes[op]});
       }
@@ -490,7 +516,7 @@ class Evaluation {
       w_.transfer_next[w_.queue_tail[queue]] = x;
     }
     w_.queue_tail[queue] = x;
-    if (record_) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
+    if constexpr (kRecord) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
   }
 
   void start_transfer(uint32_t x, double now) {
@@ -522,9 +548,10 @@ class Evaluation {
   const FlatGraph& g_;
   SimWorkspace::Impl& w_;
   SimResult& r_;
-  const bool record_;
   const uint32_t nd_;
   uint32_t num_events_ = 0;
+  Event hot_;
+  bool has_hot_ = false;
   uint32_t num_transfers_ = 0;
   uint32_t num_dirty_ = 0;
   uint32_t finished_ = 0;
@@ -665,7 +692,10 @@ void Simulator::simulate(std::span<const DeviceId> placement, SimWorkspace& work
   check_placement(placement, g.num_ops, g.num_devices, "placement");
   SimWorkspace::Impl& w = workspace.impl();
   w.reserve_for(g);
-  Evaluation(g, w, result, options.record_timeline).run(placement);
+  if (options.record_timeline)
+    Evaluation<true>(g, w, result).run(placement);
+  else
+    Evaluation<false>(g, w, result).run(placement);
 }
 
 SimResult Simulator::simulate(std::span<const DeviceId> placement, const SimOptions& options) const {

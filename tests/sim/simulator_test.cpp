@@ -2,6 +2,8 @@
 // the rules of docs/simulator.md, with op times taken from FixedCostModel (time = op.flops).
 #include "placelab/sim/simulator.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
@@ -79,6 +81,32 @@ TEST(Simulator, CrossDeviceEdgeAddsLatencyPlusBytesOverBandwidth) {
   EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 2.5);
   // Placing both on one device removes the transfer.
   EXPECT_DOUBLE_EQ(run(g, cost, {1, 1}).step_time_s, 2);
+}
+
+// A copy model that is not affine in bytes: the simulator must ask it per transfer rather than
+// tabulate latency + bytes × slope.
+class SqrtCopyCost : public FixedCostModel {
+ public:
+  using FixedCostModel::FixedCostModel;
+  double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const override {
+    return src == dst ? 0 : 1 + std::sqrt(static_cast<double>(bytes));
+  }
+};
+
+TEST(Simulator, NonAffineTransferTimesAreAskedPerTransfer) {
+  Machine m = mesh_machine(2);
+  SqrtCopyCost cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 1);
+  add(g, "c", 1);
+  g.add_edge(0, 2, data(400));
+  g.add_edge(1, 2, data(100));
+  // a [0,1], b [1,2] on gpu:0; a's copy 1 + √400 = 21 s [1, 22]; b's 1 + √100 = 11 s waits for
+  // the link: [22, 33]; c [33, 34].
+  SimResult r = run(g, cost, {0, 0, 1});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 34);
+  EXPECT_DOUBLE_EQ(r.links[0].busy_s, 32);
 }
 
 TEST(Simulator, TransfersSharingALinkDirectionSerialize) {

@@ -104,8 +104,10 @@ class Simulator {
   // Prepares the flat representation (CSR adjacency, op times per device, route table). The
   // graph must be acyclic (throws InputError naming a cycle otherwise). `cost` and its machine
   // must outlive the Simulator; the graph need not (everything needed is copied). Op times are
-  // asked once here; CostModel::transfer_time_s is asked during simulate(), from several threads
-  // in simulate_batch, so it must be safe to call concurrently (it is const).
+  // asked once here. Transfer times are tabulated per device pair as latency + bytes × s/byte
+  // when CostModel::transfer_time_s is affine in bytes for that pair (checked here at probe
+  // sizes); otherwise it is asked during simulate(), from several threads in simulate_batch, so
+  // it must be safe to call concurrently (it is const).
   Simulator(const OpGraph& graph, const CostModel& cost);
   ~Simulator();
   Simulator(Simulator&&) noexcept;
