@@ -12,6 +12,7 @@
 #include <queue>
 #include <thread>
 
+#include <time.h>
 #include <unistd.h>
 
 #include "placelab/graph/error.h"
@@ -21,6 +22,12 @@ namespace placelab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 int64_t physical_memory_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -92,6 +99,7 @@ class Run {
     const std::size_t nd = machine_.num_devices();
     result.device_busy_s.assign(nd, 0);
     result.device_copy_s.assign(nd, 0);
+    if (options_.measure_cpu_time) result.device_busy_cpu_s.assign(nd, 0);
     for (const Task& t : tasks_)
       if (t.is_copy) ++result.copies_per_step, result.copy_bytes_per_step += t.copy_bytes;
 
@@ -129,6 +137,7 @@ class Run {
       for (std::size_t i = 0; i < tasks_.size(); ++i) {
         const double d = end_s_[i] - start_s_[i];
         (tasks_[i].is_copy ? result.device_copy_s : result.device_busy_s)[tasks_[i].device] += d;
+        if (options_.measure_cpu_time && !tasks_[i].is_copy) result.device_busy_cpu_s[tasks_[i].device] += cpu_s_[i];
       }
     }
     stop_workers();
@@ -139,6 +148,7 @@ class Run {
     result.step_time_s /= measured;
     for (double& b : result.device_busy_s) b /= measured;
     for (double& b : result.device_copy_s) b /= measured;
+    for (double& b : result.device_busy_cpu_s) b /= measured;
     result.pinned = all_pinned_.load();
     return result;
   }
@@ -188,6 +198,7 @@ class Run {
     pending_ = std::make_unique<std::atomic<uint32_t>[]>(nt);
     start_s_.assign(nt, 0);
     end_s_.assign(nt, 0);
+    cpu_s_.assign(nt, 0);
     kernels_.resize(graph_.num_ops());
     src_buffers_.resize(nt);
     dst_buffers_.resize(nt);
@@ -243,6 +254,10 @@ class Run {
       const auto s = Clock::now();
       if (task.is_copy) {
         if (task.copy_bytes > 0) std::memcpy(dst_buffers_[t].data(), src_buffers_[t].data(), static_cast<std::size_t>(task.copy_bytes));
+      } else if (options_.measure_cpu_time) {
+        const double c = thread_cpu_s();
+        kernels_[task.op]->run();
+        cpu_s_[t] = thread_cpu_s() - c;
       } else {
         kernels_[task.op]->run();
       }
@@ -300,7 +315,7 @@ class Run {
   std::vector<DeviceQueue> queues_;
   std::unique_ptr<std::atomic<uint32_t>[]> pending_;
   std::atomic<uint32_t> remaining_{0};
-  std::vector<double> start_s_, end_s_;
+  std::vector<double> start_s_, end_s_, cpu_s_;  // by task; cpu_s_ only with measure_cpu_time
   Clock::time_point step_start_;
   std::mutex done_mu_;
   std::condition_variable done_cv_;

@@ -54,9 +54,13 @@ void expect_dependencies_respected(const OpGraph& g, const ExecutionResult& r) {
 TEST(CpuExecutor, RunsAGraphOnOneDeviceInDependencyOrder) {
   OpGraph g = diamond();
   Machine m = cpus(1);
-  CpuExecutor exec(g, m, {.steps = 4});
+  CpuExecutor exec(g, m, {.steps = 4, .measure_cpu_time = true});
   ExecutionResult r = exec.run(Placement(g.num_ops(), 0));
   ASSERT_FALSE(r.oom);
+  // A thread's CPU time never exceeds the wall time it spans.
+  ASSERT_EQ(r.device_busy_cpu_s.size(), 1u);
+  EXPECT_GT(r.device_busy_cpu_s[0], 0);
+  EXPECT_LE(r.device_busy_cpu_s[0], r.device_busy_s[0] * 1.01 + 1e-5);
   EXPECT_GT(r.step_time_s, 0);
   ASSERT_EQ(r.step_times_s.size(), 4u);
   EXPECT_EQ(r.copies_per_step, 0);

@@ -30,6 +30,10 @@ struct CpuExecutorOptions {
   int64_t max_kernel_bytes = cpu::kDefaultMaxKernelBytes;  // per op's kernel buffers
   // All buffers of one run together (kernels + copies); 0 = half of the physical memory.
   int64_t max_total_bytes = 0;
+  // Also time every kernel with the thread's CPU clock (ExecutionResult::device_busy_cpu_s): on a
+  // busy machine it tells model error from time lost to other processes. Costs two system calls
+  // per op, so off by default.
+  bool measure_cpu_time = false;
   // Throws InputError naming the field: steps < 2, byte limits ≤ 0 (other than the 0 default),
   // an empty core set or a negative core number.
   void validate() const;
@@ -42,6 +46,8 @@ struct ExecutionResult {
   std::vector<double> step_times_s; // every step, the warm-up first
   std::vector<double> device_busy_s;   // per device: mean per step of its kernel time (copies excluded)
   std::vector<double> device_copy_s;   // per device: mean per step of the copies it received
+  // Per device: mean per step of its kernels' thread CPU time; only with measure_cpu_time.
+  std::vector<double> device_busy_cpu_s;
   int64_t copies_per_step = 0;         // cross-device sends in one step
   int64_t copy_bytes_per_step = 0;
   // The last step's timeline, seconds from the step's start, indexed by OpId.
