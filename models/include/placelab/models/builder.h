@@ -33,7 +33,7 @@ enum class Granularity : uint8_t { kOp, kLayer };
 // kAdamWeightDecay: BERT's optimizer, built from elementwise TF ops per variable (not one
 // fused Apply op), with its m and v as slot variables.
 enum class Optimizer : uint8_t { kSgd, kMomentum, kRmsProp, kAdam, kAdamWeightDecay };
-// kFused: one FusedBatchNorm / FusedBatchNormGrad op (TF ≥ 1.3 default in tf.layers).
+// kFused: one FusedBatchNorm / FusedBatchNormGrad op (as the TF official ResNet models ran it).
 // kDecomposed: moments + batch_normalization elementwise ops and their gradients (TF 1.0 slim).
 enum class BatchNormStyle : uint8_t { kFused, kDecomposed };
 
