@@ -67,10 +67,12 @@ struct HeftOptions {
 };
 // HEFT list scheduling (Topcuoglu et al. 2002): upward rank from mean op times over the candidate
 // devices and mean transfer times over device pairs; then, in decreasing rank, each op goes to the
-// device where it finishes earliest given its inputs' arrival (cost model transfer times) and the
-// device's compute streams. Colocated ops follow the first of their group to be scheduled. With
-// respect_memory, a device is skipped while the persistent bytes already on it plus the op's would
-// exceed its memory (unless no device fits).
+// device where it finishes earliest (insertion into idle gaps of the device's streams). Input
+// arrival follows the simulator's rules: one send per (producer, device), each holding the link
+// directions of its route in FIFO order. Source ops (variables, inputs) are placed with their first
+// consumer; colocated ops follow the first of their group to be placed; cpu_only ops may only use
+// the CPU. With respect_memory, a device is skipped while the persistent bytes already on it plus
+// the group's would exceed its memory (unless no device fits). Deterministic.
 Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
 
 }  // namespace placelab
