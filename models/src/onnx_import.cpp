@@ -341,6 +341,9 @@ class Importer {
     if (consumed_.count(name))
       fail("tensor '" + name + "' is read both as the parameters of a normalisation/LSTM node and elsewhere");
     if (!t.shape_known) fail("tensor '" + name + "' has no inferred shape");
+    if (t.elements() != num_elements(want))
+      fail("tensor '" + name + "' is " + shape_text(t.shape) + " where " + std::to_string(num_elements(want)) +
+           " elements (" + shape_text(want) + ") are expected");
     if (!t.value.valid()) {
       PLACELAB_CHECK(t.constant) << "runtime tensor " << name << " has no value";
       bool weights = t.from_initializer && is_float_type(t.elem_type) && t.elements() > 1;
@@ -415,7 +418,14 @@ class Importer {
     auto [it, inserted] = layer_ids_.emplace(key, static_cast<int32_t>(layer_ids_.size()));
     (void)inserted;
     auto scope = b_.layer(key, it->second);
-    dispatch(n);
+    try {
+      dispatch(n);
+    } catch (const InputError&) {
+      throw;
+    } catch (const Error& e) {
+      // A builder shape check: the node's configuration is one the mapping does not cover.
+      fail(n, std::string("cannot be modelled with these shapes: ") + e.what());
+    }
   }
 
   void fold(const onnx::NodeProto& n) {

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
@@ -23,6 +25,24 @@ namespace placelab::models {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Fixture files go to a directory of this process: ctest runs each test as its own process,
+// possibly in parallel, and several checkouts may test on one machine.
+fs::path test_dir() {
+  fs::path dir = fs::temp_directory_path() / ("placelab_onnx_import_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Removes this process's fixture directory after the last test.
+class RemoveTestDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(test_dir(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kRemoveTestDir = ::testing::AddGlobalTestEnvironment(new RemoveTestDir);
 
 // A ModelProto under construction. Dimensions < 0 are symbolic ("N").
 class ModelMaker {
@@ -95,9 +115,7 @@ class ModelMaker {
     a->set_i(v);
   }
   fs::path save(const std::string& file) const {
-    fs::path dir = fs::temp_directory_path() / "placelab_onnx_import_test";
-    fs::create_directories(dir);
-    fs::path p = dir / file;
+    fs::path p = test_dir() / file;
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
     EXPECT_TRUE(m_.SerializeToOstream(&out));
     return p;
@@ -412,9 +430,7 @@ TEST(OnnxImport, ReadsTheCommittedPythonFixture) {
 // --- errors ---------------------------------------------------------------------------------------
 
 fs::path write_bytes(const std::string& file, const std::string& bytes) {
-  fs::path dir = fs::temp_directory_path() / "placelab_onnx_import_test";
-  fs::create_directories(dir);
-  fs::path p = dir / file;
+  fs::path p = test_dir() / file;
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
   return p;
 }
@@ -553,6 +569,17 @@ TEST(OnnxImportErrors, UnsupportedAttributesNameTheNode) {
   options.batch = 1;
   std::string e = import_error(m.save("dilated.onnx"), options);
   EXPECT_NE(e.find("node '/conv/Conv' (Conv): dilations"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, WeightsOfTheWrongSizeNameTheTensor) {
+  // ONNX 1.12's Conv inference does not look at the bias; the importer must.
+  ModelMaker m = tiny_cnn();
+  m.model().mutable_graph()->mutable_initializer(1)->set_dims(0, 5);
+  m.model().mutable_graph()->mutable_initializer(1)->set_raw_data(std::string(20, '\0'));
+  OnnxImportOptions options;
+  options.batch = 1;
+  std::string e = import_error(m.save("bad_bias.onnx"), options);
+  EXPECT_NE(e.find("tensor 'conv.b' is [5] where 4 elements ([4]) are expected"), std::string::npos) << e;
 }
 
 TEST(OnnxImportErrors, OptionsAreValidated) {
