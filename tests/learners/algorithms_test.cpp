@@ -133,6 +133,26 @@ TEST(Reinforce, ImprovesTheMeanStepTime) {
   EXPECT_LT(mean_time(s.curve, 1080, 1200), 0.8 * mean_time(s.curve, 0, 120));
 }
 
+TEST(Reinforce, FailingSignalAndFeasibleOnlyPhase) {
+  // K = 2: one placement that ran in 0.25 s (√T = 0.5) and one OOM (failing signal 10). B starts
+  // at 10 and absorbs the batch sample by sample with decay 0.9; in the feasible-only phase the
+  // OOM sample is ignored by both the gradient and B.
+  const std::vector<Placement> batch = {{0}, {1}};
+  std::vector<Measurement> ms = {{0.25, false, "t"}, {0, true, "t"}};
+  for (double after : {0.0, 1.0}) {
+    ReinforceOptions o;
+    o.samples_per_update = 2;
+    o.feasible_only_after = after;
+    ReinforceLearner pg(SearchSpace{1, {0, 1}}, o, 1);
+    pg.set_sample_budget(10);
+    pg.observe(batch, ms);
+    const auto p = pg.policy().probabilities();
+    EXPECT_GT(p[0], 0.5) << "the placement that ran (lower √T than B) gains probability";
+    if (after == 0.0) EXPECT_NEAR(pg.baseline(), 0.9 * 10 + 0.1 * 0.5, 1e-12);
+    else EXPECT_NEAR(pg.baseline(), 0.9 * (0.9 * 10 + 0.1 * 0.5) + 0.1 * 10, 1e-12);
+  }
+}
+
 TEST(Learners, SameSeedGivesIdenticalCurvesAndOtherSeedsDiffer) {
   const std::size_t G = 6, D = 3;
   auto curve_of = [&](const std::string& which, uint64_t seed, int64_t batch) {
