@@ -157,8 +157,7 @@ struct TrainingGraphBuilder::Impl {
   const Shape& shp(Value v) const { return val(v).shape; }
   int64_t elems(Value v) const { return num_elements(val(v).shape); }
 
-  // Adds one node; returns its output values. output_bytes is the sum of the outputs except for
-  // noop kernels (Identity, Reshape, …), which alias their input's buffer.
+  // Adds one node; returns its output values; output_bytes is the sum of the outputs.
   std::vector<Value> emit(std::string_view type, std::string_view base, KernelSignature kernel,
                           const std::vector<Value>& inputs, const std::vector<Shape>& outputs,
                           GradFn grad = {}, bool differentiable = true) {
@@ -189,7 +188,10 @@ struct TrainingGraphBuilder::Impl {
       outs.push_back({static_cast<uint32_t>(values.size() - 1)});
       out_bytes += bytes;
     }
-    n.op.output_bytes = kernel.cls == KernelClass::kNoop ? 0 : out_bytes;
+    // Views (Reshape, Squeeze, Identity of a transient) carry their output's bytes too: the
+    // simulator frees a buffer after its producer's last consumer and knows nothing of aliasing,
+    // so a zero here would free the data while the view's consumers still read it.
+    n.op.output_bytes = out_bytes;
     if (phase == Phase::kForward && differentiable && any_grad) n.grad = std::move(grad);
     if (phase == Phase::kForward) build_stats.forward_flops += n.op.flops;
     nodes.push_back(std::move(n));
@@ -384,6 +386,7 @@ struct TrainingGraphBuilder::Impl {
     Value scaled = emit1("Mul", ew(e, 1), {diff}, values[v.read].shape);
     std::vector<Value> assign = emit("AssignSub", "AssignMovingAvg", ew(e, 2), {scaled}, {values[v.read].shape});
     nodes[values[assign[0].id].node].controls.push_back(v.node);
+    nodes[values[assign[0].id].node].op.output_bytes = 0;  // updates the shadow in place
     for (Value x : {diff, scaled, assign[0]}) nodes[values[x.id].node].op.colocation = colocation;
     phase = saved_phase;
   }
@@ -750,7 +753,7 @@ OpGraph TrainingGraphBuilder::Impl::to_layer_graph() const {
       t.bytes += values[v].bytes;
       t.control = false;
       if (sent.emplace(std::make_pair(v, static_cast<OpId>(UINT32_MAX)), true).second &&
-          nodes[values[v].node].op.kernel.cls != KernelClass::kNoop)
+          nodes[values[v].node].op.output_bytes > 0)
         merged[src].output_bytes += values[v].bytes;
     }
     for (uint32_t c : nodes[i].controls) {
