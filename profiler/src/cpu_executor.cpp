@@ -23,6 +23,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Tells the core a spin-wait is going on (frees pipeline resources for a sibling hyperthread).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 double thread_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -63,6 +72,9 @@ struct DeviceQueue {
   std::condition_variable cv;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
   bool stop = false;
+  // ready.size() and stop, readable without the mutex by spinning workers.
+  std::atomic<uint32_t> ready_count{0};
+  std::atomic<bool> stopping{false};
 };
 
 // The state of one run(): tasks, buffers, queues and workers.
@@ -216,6 +228,7 @@ class Run {
     for (DeviceQueue& q : queues_) {
       std::lock_guard lk(q.mu);
       q.stop = true;
+      q.stopping.store(true, std::memory_order_release);
       q.cv.notify_all();
     }
     for (std::thread& t : threads_) t.join();
@@ -242,6 +255,13 @@ class Run {
     setup_done_->count_down();
     DeviceQueue& q = queues_[d];
     for (;;) {
+      if (options_.spin_s > 0 && q.ready_count.load(std::memory_order_acquire) == 0) {
+        const auto deadline = Clock::now() + std::chrono::duration<double>(options_.spin_s);
+        while (q.ready_count.load(std::memory_order_acquire) == 0 && !q.stopping.load(std::memory_order_acquire) &&
+               Clock::now() < deadline) {
+          cpu_relax();
+        }
+      }
       uint32_t t = 0;
       {
         std::unique_lock lk(q.mu);
@@ -249,6 +269,7 @@ class Run {
         if (q.ready.empty()) return;
         t = q.ready.top().task;
         q.ready.pop();
+        q.ready_count.store(static_cast<uint32_t>(q.ready.size()), std::memory_order_release);
       }
       const Task& task = tasks_[t];
       const auto s = Clock::now();
@@ -279,6 +300,7 @@ class Run {
     {
       std::lock_guard lk(q.mu);
       q.ready.push({ready_s, task});
+      q.ready_count.store(static_cast<uint32_t>(q.ready.size()), std::memory_order_release);
     }
     q.cv.notify_one();
   }
@@ -299,6 +321,7 @@ class Run {
       std::lock_guard lk(q.mu);
       for (std::size_t i = 0; i < tasks_.size(); ++i)
         if (tasks_[i].deps == 0 && tasks_[i].device == d) q.ready.push({0.0, static_cast<uint32_t>(i)});
+      q.ready_count.store(static_cast<uint32_t>(q.ready.size()), std::memory_order_release);
       q.cv.notify_all();
     }
     std::unique_lock lk(done_mu_);
@@ -335,6 +358,8 @@ void CpuExecutorOptions::validate() const {
   if (steps < 2) throw InputError("CpuExecutorOptions.steps = " + std::to_string(steps) + ": must be >= 2 (the first step is dropped)");
   if (max_kernel_bytes <= 0)
     throw InputError("CpuExecutorOptions.max_kernel_bytes = " + std::to_string(max_kernel_bytes) + ": must be > 0");
+  if (!(spin_s >= 0 && spin_s <= 1))
+    throw InputError("CpuExecutorOptions.spin_s = " + std::to_string(spin_s) + ": must be in [0, 1] seconds");
   if (max_total_bytes < 0)
     throw InputError("CpuExecutorOptions.max_total_bytes = " + std::to_string(max_total_bytes) + ": must be >= 0 (0 = half the memory)");
   for (std::size_t d = 0; d < device_cores.size(); ++d) {
