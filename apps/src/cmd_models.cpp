@@ -12,6 +12,7 @@
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/models/onnx_import.h"
 #include "placelab/models/zoo.h"
 
 namespace placelab::cli {
@@ -146,6 +147,41 @@ void add_models_commands(CLI::App& app) {
       write_file_atomically(ex->out, text.str());
       fmt::print(stderr, "wrote {}: {} ops, {} edges, {} parameters ({})\n", ex->out, m.graph.num_ops(),
                  m.graph.num_edges(), m.stats.parameters, m.spec.to_string());
+    }
+  });
+
+  struct ImportArgs {
+    std::string file, out, optimizer = "sgd", granularity = "op";
+    int64_t batch = 0;
+  };
+  auto im = std::make_shared<ImportArgs>();
+  auto* import_cmd = app.add_subcommand("import", "Import an ONNX model as a training graph (backward and optimizer ops synthesised)");
+  import_cmd->add_option("model", im->file, "The .onnx file")->required();
+  import_cmd->add_option("--batch", im->batch, "Batch size (replaces the inputs' first dimension; needed when it is symbolic)");
+  import_cmd->add_option("--optimizer", im->optimizer, "sgd | momentum | rmsprop | adam")->capture_default_str();
+  import_cmd->add_option("--granularity", im->granularity, "op or layer")->capture_default_str();
+  import_cmd->add_option("-o,--output", im->out, "Output graph JSON (default: standard output)");
+  import_cmd->footer("Example:\n  placelab import resnet50.onnx --batch 32 --optimizer momentum -o resnet50.json\n"
+                     "What is mapped and what is approximated: docs/onnx.md");
+  import_cmd->callback([im] {
+    models::OnnxImportOptions o;
+    o.batch = im->batch;
+    auto opt = models::optimizer_from_name(im->optimizer);
+    if (!opt) throw InputError("--optimizer " + im->optimizer + ": must be sgd, momentum, rmsprop or adam");
+    o.optimizer = *opt;
+    auto gran = models::granularity_from_name(im->granularity);
+    if (!gran) throw InputError("--granularity " + im->granularity + ": must be op or layer");
+    o.granularity = *gran;
+    models::OnnxImportReport report;
+    OpGraph g = models::import_onnx(im->file, o, &report);
+    std::ostringstream text;
+    write_graph_json(g, text);
+    if (im->out.empty()) {
+      std::cout << text.str();
+      fmt::print(stderr, "{}\n", report.brief_report());
+    } else {
+      write_file_atomically(im->out, text.str());
+      fmt::print("{}\nwrote {}: {} ops, {} edges\n", report.brief_report(), im->out, g.num_ops(), g.num_edges());
     }
   });
 

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Plots of a placelab run folder (called by `placelab run` and `placelab report`).
+
+learning_curves.png: per learner, the average step time of each batch of samples and the best
+step time found so far, mean over seeds (like Post's Figure 2), with the baselines as dashed lines.
+timeline.png: the simulated step of the best placement, one row per device stream and per link
+that carried data.
+
+Usage: MPLBACKEND=Agg /usr/bin/python3 plot_run.py <run folder>
+"""
+import csv
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def learning_curves(run_dir, summary):
+    path = os.path.join(run_dir, "curve.csv")
+    if not os.path.exists(path):
+        return False
+    # algorithm -> seed -> list of (sample, time or None, best or None)
+    rows = defaultdict(lambda: defaultdict(list))
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            t = float(r["step_time_s"]) if r["step_time_s"] else None
+            b = float(r["best_s"]) if r["best_s"] else None
+            rows[r["algorithm"]][r["seed"]].append((int(r["sample"]), t, b))
+    if not rows:
+        return False
+    window = max(1, int(summary.get("batch", 12)))
+    fig, (ax_avg, ax_best) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (algo, seeds) in enumerate(sorted(rows.items())):
+        color = colors[i % len(colors)]
+        n = min(len(v) for v in seeds.values())
+        xs, avg, best = [], [], []
+        for start in range(0, n, window):
+            times, bests = [], []
+            for v in seeds.values():
+                chunk = [t for (_, t, _) in v[start:start + window] if t is not None]
+                if chunk:
+                    times.append(sum(chunk) / len(chunk))
+                b = v[min(start + window, n) - 1][2]
+                if b is not None:
+                    bests.append(b)
+            xs.append(min(start + window, n))
+            avg.append(sum(times) / len(times) if times else math.nan)
+            best.append(sum(bests) / len(bests) if bests else math.nan)
+        ax_avg.plot(xs, avg, color=color, label=algo, linewidth=1.2)
+        ax_best.plot(xs, best, color=color, label=algo, linewidth=1.8)
+    for j, res in enumerate(r for r in summary.get("results", []) if r["kind"] == "baseline"):
+        if "mean_s" in res:
+            for ax in (ax_avg, ax_best):
+                ax.axhline(res["mean_s"], color="gray", linestyle=(0, (4, 2 + j)), linewidth=0.9)
+            ax_best.annotate(res["name"], (1.0, res["mean_s"]), xycoords=("axes fraction", "data"),
+                             xytext=(3, 0), textcoords="offset points", fontsize=7, va="center", color="gray")
+    for ax, title in ((ax_avg, "average step time per batch"), (ax_best, "best step time so far")):
+        ax.set_title(title)
+        ax.set_xlabel("samples")
+        ax.grid(alpha=0.3)
+    ax_avg.set_ylabel("seconds per step (simulated)")
+    ax_avg.set_yscale("log")
+    ax_avg.legend(fontsize=8)
+    fig.suptitle(f"{summary.get('scenario', '')}: {summary.get('model', '')} on {summary.get('machine', '')}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(run_dir, "learning_curves.png"), dpi=120)
+    plt.close(fig)
+    return True
+
+
+def timeline(run_dir, summary):
+    path = os.path.join(run_dir, "timeline.json")
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    proc = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+    spans = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X":
+            spans[(e["pid"], e["tid"])].append((e["ts"] / 1000.0, e["dur"] / 1000.0, e.get("cat", "")))
+    keys = sorted(spans, key=lambda k: (proc.get(k[0], "") == "links", k[0], k[1]))
+    if not keys:
+        return False
+    fig, ax = plt.subplots(figsize=(12, 0.35 * len(keys) + 1.5))
+    for row, key in enumerate(keys):
+        color = "tab:orange" if proc.get(key[0]) == "links" else "tab:blue"
+        ax.broken_barh([(s, max(d, 1e-6)) for s, d, _ in spans[key]], (row - 0.4, 0.8), facecolors=color)
+    labels = []
+    for pid, tid in keys:
+        name = thread.get((pid, tid), str(tid))
+        labels.append(name if proc.get(pid) == "links" else f"{proc.get(pid, pid)} {name}")
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time in the step (ms)")
+    best = summary.get("best", {})
+    ax.set_title(f"best placement ({best.get('name', '?')}, seed {best.get('seed', '?')}): "
+                 f"{best.get('step_time_s', 0) * 1000:.2f} ms per step — blue: ops, orange: transfers", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(run_dir, "timeline.png"), dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    run_dir = sys.argv[1]
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    made = [name for name, fn in (("learning_curves.png", learning_curves), ("timeline.png", timeline))
+            if fn(run_dir, summary)]
+    print("plots: " + (", ".join(os.path.join(run_dir, m) for m in made) if made else "none"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+// `placelab calibrate` (cpu | cupti | trace) and `placelab verify`: measured costs into a
+// calibrated machine file, and a simulated step checked against a real one.
+#include <unistd.h>
+
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "format.h"
+#include "inputs.h"
+#include "placelab/graph/error.h"
+#include "placelab/hwmodels/calibration.h"
+#include "placelab/hwmodels/machine_io.h"
+#include "placelab/profiler/cpu_calibrator.h"
+#include "placelab/profiler/cpu_executor.h"
+#include "placelab/profiler/trace_import.h"
+#include "placelab/profiler/verify.h"
+#include "placelab/sim/simulator.h"
+#if PLACELAB_HAVE_CUDA
+#include "placelab/profiler/cuda_executor.h"
+#include "placelab/profiler/cupti_calibrator.h"
+#endif
+
+namespace placelab::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string backend = "cpu";
+  std::string out;
+  std::string graph, model;
+  std::string trace, machine;
+  bool no_sweep = false;
+  double sweep_scale = 1.0;
+  int cores_per_device = 1;
+  int max_devices = 0;
+  std::string clock = "wall";
+};
+
+std::vector<KernelSignature> requested_signatures(const CalibrateArgs& a) {
+  if (a.graph.empty() && a.model.empty()) return {};
+  return graph_signatures(load_graph_source(a.graph, a.model).graph);
+}
+
+void print_calibration(const Machine& m, const Calibration& c) {
+  fmt::print("\n{:<8} {:>8} {:>10} {:>12} {:>12}  fits (class: rms relative error)\n", "device", "kernels", "TFLOP/s",
+             "mem BW", "launch");
+  for (const DeviceCalibration& d : c.devices) {
+    auto id = m.find_device(d.device);
+    std::string fits;
+    for (const auto& [cls, fit] : d.fits)
+      fits += fmt::format("{}{}: {:.0f} %", fits.empty() ? "" : ", ", kernel_class_name(cls), 100 * fit.rms_relative_error);
+    fmt::print("{:<8} {:>8} {:>10.3f} {:>12} {:>12}  {}\n", d.device, d.kernel_times_s.size(),
+               id ? m.devices[*id].peak_flops / 1e12 : 0.0, id ? format_rate(m.devices[*id].memory_bandwidth_Bps) : "",
+               id ? format_seconds(m.devices[*id].launch_overhead_s) : "", fits);
+  }
+  for (const CopyCalibration& cc : c.copies)
+    fmt::print("copy {} -> {}: {} + bytes / {}\n", cc.src, cc.dst, format_seconds(cc.fit.latency_s),
+               format_rate(cc.fit.bandwidth_Bps));
+}
+
+void run_calibrate(const CalibrateArgs& a) {
+  if (a.out.empty()) throw InputError("--out: required (the calibrated machine file to write)");
+  if (a.backend == "cpu") {
+    CpuCalibrationOptions o;
+    o.cores_per_device = a.cores_per_device;
+    o.max_devices = a.max_devices;
+    o.sweep = !a.no_sweep;
+    o.sweep_scale = a.sweep_scale;
+    o.signatures = requested_signatures(a);
+    if (a.clock == "thread") o.timing.clock = TimingClock::kThreadCpu;
+    else if (a.clock != "wall") throw InputError("--clock " + a.clock + ": must be wall or thread");
+    const bool tty = isatty(fileno(stderr)) != 0;
+    std::string last_stage;
+    CalibrationResult r = calibrate_cpu(o, [&](const CalibrationProgress& p) {
+      if (tty)
+        fmt::print(stderr, "\r{:<9} {:>5}/{:<5} {:<70.70}", p.stage, p.done, p.total, p.item);
+      else if (p.stage != last_stage || p.done == p.total)
+        fmt::print(stderr, "{:<9} {:>5}/{:<5}\n", p.stage, p.done, p.total);
+      last_stage = p.stage;
+    });
+    if (tty) fmt::print(stderr, "\n");
+    write_calibrated_machine(a.out, r.machine, r.calibration);
+    fmt::print("calibrated {} CPU device(s) of this machine in {:.1f} s{}\n", r.machine.num_devices(), r.elapsed_s,
+               r.pinned ? "" : " (WARNING: some threads could not be pinned to their cores)");
+    print_calibration(r.machine, r.calibration);
+    fmt::print("\nwritten: {} — use it as --machine {}\n", a.out, a.out);
+    return;
+  }
+  if (a.backend == "trace") {
+    if (a.trace.empty()) throw InputError("--trace: required with --backend trace (a Kineto or TensorFlow trace JSON)");
+    if (a.machine.empty())
+      throw InputError("--machine: the trace backend needs the machine the trace was taken on (a preset or YAML), "
+                       "whose device names the calibration uses (gpu:0, cpu:0)");
+    auto ms = load_machine_source(a.machine);
+    GraphSource g;
+    TraceImportOptions o;
+    if (!a.graph.empty() || !a.model.empty()) {
+      g = load_graph_source(a.graph, a.model);
+      o.graph = &g.graph;
+    }
+    TraceImport t = import_trace(a.trace, o);
+    for (const DeviceCalibration& d : t.calibration.devices)
+      if (!ms->machine.find_device(d.device))
+        throw InputError("--machine " + a.machine + ": has no device " + d.device + " that the trace uses");
+    for (const CopyCalibration& c : t.calibration.copies)
+      if (!ms->machine.find_device(c.src) || !ms->machine.find_device(c.dst))
+        throw InputError("--machine " + a.machine + ": has no device pair " + c.src + " -> " + c.dst + " that the trace uses");
+    write_calibrated_machine(a.out, ms->machine, t.calibration);
+    fmt::print("{}\n", t.report.brief());
+    print_calibration(ms->machine, t.calibration);
+    fmt::print("\nwritten: {}\n", a.out);
+    return;
+  }
+  if (a.backend == "cupti") {
+#if PLACELAB_HAVE_CUDA
+    GpuCalibrationOptions o;
+    o.sweep = !a.no_sweep;
+    o.sweep_scale = a.sweep_scale;
+    o.signatures = requested_signatures(a);
+    CalibrationResult r = calibrate_cupti(o);
+    write_calibrated_machine(a.out, r.machine, r.calibration);
+    fmt::print("calibrated {} device(s) in {:.1f} s\n", r.machine.num_devices(), r.elapsed_s);
+    print_calibration(r.machine, r.calibration);
+    fmt::print("\nwritten: {}\n", a.out);
+    return;
+#else
+    throw InputError("--backend cupti: this placelab was built without CUDA (configure with the CUDA toolkit present)");
+#endif
+  }
+  throw InputError("--backend " + a.backend + ": must be cpu, cupti or trace");
+}
+
+struct VerifyArgs {
+  std::string graph, model, machine, placement = "single_cpu", backend = "cpu";
+  int steps = 11;
+  bool json = false;
+};
+
+void run_verify(const VerifyArgs& a) {
+  GraphSource g = load_graph_source(a.graph, a.model);
+  auto ms = load_machine_source(a.machine);
+  Placement p = resolve_placement(a.placement, g, *ms);
+  VerifyReport r;
+  if (a.backend == "cpu") {
+    CpuExecutorOptions eo;
+    eo.steps = a.steps;
+    if (ms->calibration) eo.device_cores = device_cores(CalibratedMachine{ms->machine, *ms->calibration});
+    CpuExecutor exec(g.graph, ms->machine, eo);
+    r = verify_placement(g.graph, p, *ms->cost, exec);
+  } else if (a.backend == "cuda") {
+#if PLACELAB_HAVE_CUDA
+    CudaExecutor exec(g.graph, ms->machine, {.steps = a.steps});
+    Simulator sim(g.graph, *ms->cost);
+    r = compare_step(sim.simulate(p), exec.run(p), ms->machine);
+#else
+    throw InputError("--backend cuda: this placelab was built without CUDA");
+#endif
+  } else {
+    throw InputError("--backend " + a.backend + ": must be cpu or cuda");
+  }
+  if (a.json) {
+    nlohmann::json j = {{"graph", g.label},         {"machine", ms->machine.name}, {"placement", a.placement},
+                        {"cost_model", ms->cost->describe()}, {"predicted_s", r.predicted_s}, {"measured_s", r.measured_s},
+                        {"error", r.error},         {"oom", r.oom},                 {"measured_steps_s", r.measured_steps_s}};
+    for (const VerifyDevice& d : r.devices)
+      j["devices"].push_back({{"name", d.device}, {"predicted_busy_s", d.predicted_busy_s}, {"measured_busy_s", d.measured_busy_s}});
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\nplacement  {}\n\n", g.label, g.graph.num_ops(), ms->machine.name,
+             ms->cost->describe(), a.placement);
+  if (r.oom) {
+    fmt::print("the placement does not fit in memory: nothing was measured\n");
+    return;
+  }
+  fmt::print("predicted  {}\nmeasured   {}  (mean of {} steps after the first)\nerror      {:+.1f} %\n\n",
+             format_seconds(r.predicted_s), format_seconds(r.measured_s),
+             r.measured_steps_s.empty() ? 0 : r.measured_steps_s.size() - 1, 100 * r.error);
+  fmt::print("{:<10} {:>14} {:>14}\n", "device", "predicted busy", "measured busy");
+  for (const VerifyDevice& d : r.devices)
+    fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
+}
+
+}  // namespace
+
+void add_calibrate_commands(CLI::App& app) {
+  auto ca = std::make_shared<CalibrateArgs>();
+  auto* cal = app.add_subcommand("calibrate", "Measure real kernel and copy costs; write a calibrated machine file");
+  cal->add_option("--backend", ca->backend, "cpu (this machine's cores), cupti (every visible GPU) or trace")
+      ->capture_default_str();
+  cal->add_option("--out,-o", ca->out, "Calibrated machine file to write (e.g. hwmodels/calibrated/localhost.yaml)");
+  cal->add_option("--graph", ca->graph, "Also measure exactly this graph's kernel signatures");
+  cal->add_option("--model", ca->model, "Also measure exactly this zoo model's kernel signatures");
+  cal->add_flag("--no-sweep", ca->no_sweep, "Measure only the --graph/--model signatures, not the built-in size sweep");
+  cal->add_option("--sweep-scale", ca->sweep_scale, "Shrink the built-in sweep (0, 1] for a quick calibration")
+      ->capture_default_str();
+  cal->add_option("--cores-per-device", ca->cores_per_device, "cpu: cores per localhost device")->capture_default_str();
+  cal->add_option("--devices", ca->max_devices, "cpu: at most this many devices (0 = all cores)");
+  cal->add_option("--clock", ca->clock, "cpu: wall (default) or thread (CPU time; for busy machines)");
+  cal->add_option("--trace", ca->trace, "trace: a Kineto (PyTorch profiler) or TensorFlow timeline JSON, may be .gz");
+  cal->add_option("--machine", ca->machine, "trace: the machine the trace was taken on (preset or YAML)");
+  cal->footer(
+      "Examples:\n"
+      "  placelab calibrate --backend cpu --out hwmodels/calibrated/localhost.yaml\n"
+      "  placelab calibrate --backend cpu --model cifar10_cnn:batch=8 --out localhost.yaml\n"
+      "  placelab calibrate --backend cupti --out hwmodels/calibrated/$(hostname).yaml   # on a GPU node\n"
+      "  placelab calibrate --backend trace --trace run.pt.trace.json --machine dgx1 --out my-gpu.yaml\n"
+      "How to calibrate and what the numbers mean: docs/calibration.md");
+  cal->callback([ca] { run_calibrate(*ca); });
+
+  auto va = std::make_shared<VerifyArgs>();
+  auto* ver = app.add_subcommand("verify", "Run a placement for real and compare it with the simulator's prediction");
+  ver->add_option("--graph,-g", va->graph, "Graph JSON file");
+  ver->add_option("--model", va->model, "Zoo model: name[:key=value,...]");
+  ver->add_option("--machine,-m", va->machine, "A calibrated machine file (placelab calibrate)")->required();
+  ver->add_option("--placement,-p", va->placement, std::string(kPlacementRulesHelp))->capture_default_str();
+  ver->add_option("--steps", va->steps, "Steps to run; the first is warm-up and not counted")->capture_default_str();
+  ver->add_option("--backend", va->backend, "cpu (this machine) or cuda (a GPU node)")->capture_default_str();
+  ver->add_flag("--json", va->json, "Print JSON: predicted_s, measured_s, error, per-device busy time");
+  ver->footer(
+      "Example:\n  placelab verify --model cifar10_cnn:batch=8 --machine hwmodels/calibrated/localhost.yaml \\\n"
+      "                  --placement random:3 --steps 11");
+  ver->callback([va] { run_verify(*va); });
+}
+
+}  // namespace placelab::cli

@@ -1,0 +1,211 @@
+// `placelab run`, `report` and `sweep`: scenario runs and their reports.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+#include "run.h"
+#include "scenario.h"
+
+namespace placelab::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void print_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::cout << in.rdbuf();
+}
+
+// One child `placelab run` of a sweep; its output goes to a log file.
+pid_t spawn_run(const std::string& scenario, const std::optional<int>& seeds, const fs::path& log) {
+  std::vector<std::string> args = {"/proc/self/exe", "run", scenario, "--resume", "--quiet"};
+  if (seeds) args.insert(args.end(), {"--seeds", std::to_string(*seeds)});
+  pid_t pid = fork();
+  if (pid < 0) throw Error("sweep: fork failed");
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string cell(const json& res) {
+  if (!res.contains("mean_s")) return res.value("oom", false) ? "OOM" : "n/a";
+  std::string c = fmt::format("{:.4f}", res["mean_s"].get<double>());
+  if (res["runs"].size() > 1) c += fmt::format(" ± {:.4f}", res["std_s"].get<double>());
+  return c;
+}
+
+void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, int jobs, const std::string& name) {
+  if (jobs < 1) throw InputError("--jobs " + std::to_string(jobs) + ": must be >= 1");
+  std::vector<Scenario> scenarios;
+  for (const auto& f : files) scenarios.push_back(read_scenario(f));  // all validated before anything runs
+  const fs::path dir = fs::path("results") / ("sweep-" + name);
+  fs::create_directories(dir / "logs");
+
+  std::vector<uint64_t> want;
+  if (seeds)
+    for (int i = 1; i <= *seeds; ++i) want.push_back(static_cast<uint64_t>(i));
+  std::size_t next = 0, running = 0, failed = 0;
+  std::map<pid_t, std::size_t> children;
+  while (next < scenarios.size() || running > 0) {
+    while (running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
+      const Scenario& s = scenarios[next];
+      const fs::path summary = s.output / "summary.json";
+      bool done = false;
+      if (fs::exists(summary)) {
+        std::ifstream in(summary);
+        json j = json::parse(in, nullptr, false);
+        done = !j.is_discarded() && j.value("seeds", json::array()) == json(want.empty() ? s.seeds : want);
+      }
+      if (done) {
+        fmt::print("{:<40} already finished, skipped\n", s.name);
+      } else {
+        fmt::print("{:<40} started (log: {})\n", s.name, (dir / "logs" / (s.name + ".log")).string());
+        children[spawn_run(files[next], seeds, dir / "logs" / (s.name + ".log"))] = next;
+        ++running;
+      }
+      ++next;
+    }
+    if (running == 0) break;
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    auto it = children.find(pid);
+    if (it == children.end()) continue;
+    --running;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    failed += !ok;
+    fmt::print("{:<40} {}\n", scenarios[it->second].name, ok ? "finished" : "FAILED (see its log)");
+    children.erase(it);
+  }
+
+  // One table over every scenario: rows are scenarios, columns the algorithms seen anywhere.
+  std::vector<std::string> columns;
+  std::vector<std::pair<std::string, json>> summaries;
+  for (const Scenario& s : scenarios) {
+    std::ifstream in(s.output / "summary.json");
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) continue;
+    for (const json& r : j["results"])
+      if (std::find(columns.begin(), columns.end(), r["name"]) == columns.end()) columns.push_back(r["name"]);
+    summaries.emplace_back(s.name, j);
+  }
+  std::ostringstream md, csv;
+  md << "# Sweep " << name << "\n\nSeconds per step (simulated), mean ± std over seeds.\n\n| scenario | model | machine |";
+  csv << "scenario,model,machine";
+  for (const auto& c : columns) md << " " << c << " |", csv << "," << c << "_mean_s," << c << "_std_s";
+  md << "\n|---|---|---|";
+  for (std::size_t i = 0; i < columns.size(); ++i) md << "---|";
+  md << "\n";
+  csv << "\n";
+  for (const auto& [sname, j] : summaries) {
+    md << "| " << sname << " | `" << j["model"].get<std::string>() << "` | " << j["machine"].get<std::string>() << " |";
+    csv << sname << ",\"" << j["model"].get<std::string>() << "\"," << j["machine"].get<std::string>();
+    for (const auto& c : columns) {
+      const json* res = nullptr;
+      for (const json& r : j["results"])
+        if (r["name"] == c) res = &r;
+      md << " " << (res ? cell(*res) : "") << " |";
+      csv << "," << (res && res->contains("mean_s") ? fmt::format("{:.9g}", (*res)["mean_s"].get<double>()) : "") << ","
+          << (res && res->contains("std_s") ? fmt::format("{:.9g}", (*res)["std_s"].get<double>()) : "");
+    }
+    md << "\n";
+    csv << "\n";
+  }
+  write_file_atomically(dir / "summary.md", md.str());
+  write_file_atomically(dir / "summary.csv", csv.str());
+  std::cout << "\n" << md.str() << "\nwritten: " << (dir / "summary.md").string() << ", " << (dir / "summary.csv").string()
+            << "\n";
+  if (failed) throw Error(std::to_string(failed) + " scenario run(s) failed; their logs are in " + (dir / "logs").string());
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  struct RunArgs {
+    std::string scenario, output;
+    int seeds = 0;
+    bool resume = false, quiet = false;
+    int64_t stop_after = 0;
+  };
+  auto ra = std::make_shared<RunArgs>();
+  auto* run = app.add_subcommand("run", "Run a scenario: baselines and learners, with report.md, curves and plots");
+  run->add_option("scenario", ra->scenario, "Scenario YAML file (docs/scenarios.md)")->required();
+  run->add_option("--seeds", ra->seeds, "Run seeds 1..N instead of the scenario's seeds");
+  run->add_flag("--resume", ra->resume, "Keep finished runs and continue interrupted ones from their checkpoints");
+  run->add_option("--output,-o", ra->output, "Write results here instead of the scenario's output folder");
+  run->add_flag("--quiet,-q", ra->quiet, "No progress display and no report on standard output");
+  run->add_option("--stop-after-samples", ra->stop_after,
+                  "Stop every learner after N samples as if interrupted (to test --resume)")
+      ->group("");
+  run->footer(
+      "Examples:\n  placelab run scenarios/quickstart.yaml\n"
+      "  placelab run scenarios/post-table1-inception-4gpu.yaml --seeds 3\n"
+      "  placelab run scenarios/x.yaml --resume        # after Ctrl-C or a crash\n"
+      "Outputs: summary.json, curve.csv, best_placement.json, timeline.json, report.md, *.png");
+  run->callback([ra] {
+    Scenario s = read_scenario(ra->scenario);
+    RunOptions o;
+    if (ra->seeds != 0) o.seeds = ra->seeds;
+    o.resume = ra->resume;
+    o.output = ra->output;
+    o.progress = !ra->quiet;
+    o.stop_after_samples = ra->stop_after;
+    fs::path out = run_scenario(s, o);
+    if (!fs::exists(out / "summary.json") || ra->stop_after > 0) return;
+    if (!ra->quiet) {
+      std::cout << "\n";
+      print_file(out / "report.md");
+      std::cout << "\nresults in " << out.string() << "/\n";
+    }
+  });
+
+  auto dir = std::make_shared<std::string>();
+  auto* report = app.add_subcommand("report", "Re-render report.md and the plots of a finished run folder");
+  report->add_option("run_folder", *dir, "e.g. results/post-table1-inception-4gpu")->required();
+  report->callback([dir] {
+    render_report(*dir);
+    print_file(fs::path(*dir) / "report.md");
+  });
+
+  struct SweepArgs {
+    std::vector<std::string> files;
+    int seeds = 0, jobs = 1;
+    std::string name = "sweep";
+  };
+  auto sa = std::make_shared<SweepArgs>();
+  auto* sweep = app.add_subcommand("sweep", "Run many scenarios in parallel worker processes; one summary table");
+  sweep->add_option("scenarios", sa->files, "Scenario files")->required();
+  sweep->add_option("--seeds", sa->seeds, "Seeds 1..N for every scenario");
+  sweep->add_option("--jobs,-j", sa->jobs, "Scenarios run at once")->capture_default_str();
+  sweep->add_option("--name", sa->name, "Writes results/sweep-<name>/summary.md and .csv")->capture_default_str();
+  sweep->footer("Example:\n  placelab sweep scenarios/post-table1-*.yaml --seeds 3 --jobs 2\n"
+                "Finished scenarios are skipped, interrupted ones resume: re-run the same command after a stop.");
+  sweep->callback([sa] { run_sweep(sa->files, sa->seeds ? std::optional<int>(sa->seeds) : std::nullopt, sa->jobs, sa->name); });
+}
+
+}  // namespace placelab::cli

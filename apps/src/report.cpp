@@ -1,0 +1,152 @@
+// report.md and the plots of a run folder, rendered from summary.json (so `placelab report` can
+// redo them without re-running anything).
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "format.h"
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+#include "run.h"
+
+namespace placelab::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string seconds_cell(const json& res) {
+  if (!res.contains("mean_s")) {
+    for (const json& r : res["runs"])
+      if (r.contains("error")) return "n/a";
+    return "OOM";
+  }
+  std::string cell = fmt::format("{:.4f}", res["mean_s"].get<double>());
+  if (res["runs"].size() > 1) cell += fmt::format(" ± {:.4f}", res["std_s"].get<double>());
+  int ok = res["seeds_ok"].get<int>();
+  if (ok < static_cast<int>(res["runs"].size())) cell += fmt::format(" ({} of {} fit)", ok, res["runs"].size());
+  return cell;
+}
+
+// Why a baseline has no number: OOM on which device by how much, or the error.
+std::string note_cell(const json& res) {
+  for (const json& r : res["runs"]) {
+    if (r.contains("error")) return r["error"].get<std::string>();
+    if (r.value("oom", false) && r.contains("oom_device"))
+      return fmt::format("OOM: {} over by {}", r["oom_device"].get<std::string>(),
+                         format_bytes(r["oom_excess_bytes"].get<int64_t>()));
+  }
+  return "";
+}
+
+fs::path plot_script() {
+  if (const char* env = std::getenv("PLACELAB_PLOT_SCRIPT")) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  fs::path installed = exe.parent_path().parent_path() / "share" / "placelab" / "plot_run.py";
+  if (!ec && fs::exists(installed)) return installed;
+  return fs::path(PLACELAB_SOURCE_DIR) / "apps" / "plots" / "plot_run.py";
+}
+
+}  // namespace
+
+void render_report(const fs::path& dir, bool quiet) {
+  const fs::path summary_path = dir / "summary.json";
+  std::ifstream in(summary_path);
+  if (!in) throw InputError(summary_path.string() + ": cannot read (is this a placelab run folder?)");
+  json s;
+  try {
+    s = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(summary_path.string() + ": not valid JSON: " + e.what());
+  }
+  if (s.value("format", "") != "placelab-run-1")
+    throw InputError(summary_path.string() + ": format = " + s.value("format", "(none)") + ": must be placelab-run-1");
+
+  std::ostringstream md;
+  md << "# " << s["scenario"].get<std::string>() << "\n\n";
+  if (!s["description"].get<std::string>().empty()) md << s["description"].get<std::string>() << "\n\n";
+  md << "| setting | value |\n|---|---|\n";
+  md << "| model | `" << s["model"].get<std::string>() << "` (" << s["ops"] << " ops";
+  if (s.contains("parameters")) md << ", " << s["parameters"] << " parameters";
+  md << ") |\n";
+  md << "| machine | " << s["machine"].get<std::string>() << " (cost model: " << s["cost_model"].get<std::string>()
+     << ") |\n";
+  md << "| grouping | " << s["grouping"].get<std::string>() << "; learners place on " << s["devices"].get<std::string>()
+     << " devices |\n";
+  md << "| budget | " << s["samples"] << " samples per learner and seed, batches of " << s["batch"] << ", seeds "
+     << s["seeds"].dump() << " |\n\n";
+
+  // Policy gradient (REINFORCE) is the reference the papers measure reductions against.
+  std::optional<double> pg;
+  for (const json& r : s["results"])
+    if (r["name"] == "reinforce" && r.contains("mean_s")) pg = r["mean_s"].get<double>();
+  const json paper = s.value("paper", json::object());
+  const json figures = paper.value("figures", json::object());
+  std::optional<double> paper_pg;
+  if (figures.contains("reinforce") && figures["reinforce"].is_number()) paper_pg = figures["reinforce"].get<double>();
+
+  md << "## Step time (seconds per training step, simulated)\n\n";
+  md << "| placement | kind | ours: mean ± std over seeds | best seed | vs policy gradient | paper | paper vs PG | note |\n";
+  md << "|---|---|---|---|---|---|---|---|\n";
+  for (const json& r : s["results"]) {
+    const std::string name = r["name"];
+    std::string best = r.contains("best_s") ? fmt::format("{:.4f}", r["best_s"].get<double>()) : "";
+    std::string red;
+    if (pg && r.contains("mean_s") && name != "reinforce")
+      red = fmt::format("{:+.1f} %", 100 * (r["mean_s"].get<double>() - *pg) / *pg);
+    std::string pap, pap_red;
+    if (figures.contains(name)) {
+      const json& f = figures[name];
+      pap = f.is_string() ? f.get<std::string>() : fmt::format("{:.3f}", f.get<double>());
+      if (paper_pg && f.is_number() && name != "reinforce")
+        pap_red = fmt::format("{:+.1f} %", 100 * (f.get<double>() - *paper_pg) / *paper_pg);
+    }
+    md << "| " << name << " | " << r["kind"].get<std::string>() << " | " << seconds_cell(r) << " | " << best << " | "
+       << red << " | " << pap << " | " << pap_red << " | " << note_cell(r) << " |\n";
+  }
+  if (!paper.empty() && !paper.value("source", "").empty())
+    md << "\nPaper figures: " << paper["source"].get<std::string>() << ".\n";
+  if (s.contains("best"))
+    md << "\nBest placement found: **" << s["best"]["name"].get<std::string>() << "** (seed " << s["best"]["seed"]
+       << ") at " << fmt::format("{:.4f}", s["best"]["step_time_s"].get<double>())
+       << " s/step — `best_placement.json`, its simulated step in `timeline.json` (open in https://ui.perfetto.dev).\n";
+
+  if (!s["verifications"].empty()) {
+    md << "\n## Verification on hardware (best placement so far, simulated vs measured)\n\n";
+    md << "| learner | seed | sample | simulated s | measured s | error | measured by |\n|---|---|---|---|---|---|---|\n";
+    for (const json& v : s["verifications"]) {
+      std::string meas = v["measured_s"].is_null() ? "OOM" : fmt::format("{:.4f}", v["measured_s"].get<double>());
+      std::string err = v["measured_s"].is_null()
+                            ? ""
+                            : fmt::format("{:+.1f} %", 100 * (v["predicted_s"].get<double>() - v["measured_s"].get<double>()) /
+                                                           v["measured_s"].get<double>());
+      md << "| " << v["algorithm"].get<std::string>() << " | " << v["seed"] << " | " << v["sample"] << " | "
+         << fmt::format("{:.4f}", v["predicted_s"].get<double>()) << " | " << meas << " | " << err << " | "
+         << v["source"].get<std::string>() << " |\n";
+    }
+  }
+
+  // Plots: a missing matplotlib is reported, never fatal (the numbers above are the result).
+  const fs::path script = plot_script();
+  const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string cmd = "MPLBACKEND=Agg " + python + " '" + script.string() + "' '" + dir.string() + "'" +
+                          (quiet ? " >/dev/null 2>&1" : " 1>&2");
+  const int rc = fs::exists(script) ? std::system(cmd.c_str()) : -1;
+  md << "\n## Plots\n\n";
+  if (rc == 0) {
+    if (fs::exists(dir / "learning_curves.png")) md << "![learning curves](learning_curves.png)\n\n";
+    if (fs::exists(dir / "timeline.png")) md << "![timeline of the best placement](timeline.png)\n";
+  } else {
+    md << "Plots were not made (" << (fs::exists(script) ? "the plot script failed" : "plot script not found at " + script.string())
+       << "); install python3-matplotlib and run `placelab report " << dir.string() << "`.\n";
+    if (!quiet) fmt::print(stderr, "warning: plots not made; see {}\n", (dir / "report.md").string());
+  }
+  write_file_atomically(dir / "report.md", md.str());
+}
+
+}  // namespace placelab::cli

@@ -1,0 +1,332 @@
+#include "run.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "inputs.h"
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+#include "placelab/learners/baselines.h"
+#include "placelab/learners/grouping.h"
+#include "placelab/learners/trainer.h"
+#include "placelab/profiler/cpu_executor.h"
+#include "placelab/profiler/verify.h"
+#include "placelab/sim/sim_environment.h"
+#include "placelab/sim/simulator.h"
+#include "placelab/sim/trace.h"
+#include "progress.h"
+
+namespace placelab::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The learner named by a spec, over the search space, seeded.
+std::unique_ptr<Learner> make_learner(const LearnerSpec& spec, const SearchSpace& space, uint64_t seed) {
+  return std::visit(
+      [&](const auto& o) -> std::unique_ptr<Learner> {
+        using O = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<O, ReinforceOptions>) return std::make_unique<ReinforceLearner>(space, o, seed);
+        else if constexpr (std::is_same_v<O, PpoOptions>) return std::make_unique<PpoLearner>(space, o, seed);
+        else if constexpr (std::is_same_v<O, CrossEntropyOptions>) return std::make_unique<CrossEntropyLearner>(space, o, seed);
+        else return std::make_unique<PostLearner>(space, o, seed);
+      },
+      spec.options);
+}
+
+Grouping make_scenario_grouping(const Scenario& s, const OpGraph& g, uint64_t seed) {
+  if (s.grouping == "none") {
+    std::vector<GroupId> ids(g.num_ops());
+    std::iota(ids.begin(), ids.end(), GroupId{0});
+    return Grouping(std::move(ids));
+  }
+  MetisGroupingOptions metis;
+  metis.num_groups = s.metis_groups;
+  metis.seed = static_cast<int>(seed % 1000000);
+  return make_grouping(g, s.grouping, metis);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw InputError(p.string() + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Set by SIGINT/SIGTERM: the trainer stops at the next batch and the run can be resumed.
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+// Reports training progress on a ProgressBar; stops on Ctrl-C or after a sample limit (for tests).
+class ProgressObserver : public TrainerObserver {
+ public:
+  ProgressObserver(ProgressBar& bar, int64_t stop_after) : bar_(bar), stop_after_(stop_after) {}
+  void on_batch(const TrainerProgress& p) override {
+    bar_.update(p.samples, p.best_s);
+    samples_ = p.samples;
+  }
+  bool stop_requested() override { return g_interrupted != 0 || (stop_after_ > 0 && samples_ >= stop_after_); }
+
+ private:
+  ProgressBar& bar_;
+  int64_t stop_after_;
+  int64_t samples_ = 0;
+};
+
+json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+// Mean and sample standard deviation of the finite values; nullopt when there are none.
+struct Stats {
+  double mean = 0, std = 0, best = 0;
+  int n = 0;
+};
+std::optional<Stats> stats_of(const std::vector<double>& xs) {
+  std::vector<double> v;
+  for (double x : xs)
+    if (std::isfinite(x)) v.push_back(x);
+  if (v.empty()) return std::nullopt;
+  Stats s;
+  s.n = static_cast<int>(v.size());
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / s.n;
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.std = s.n > 1 ? std::sqrt(ss / (s.n - 1)) : 0;
+  s.best = *std::min_element(v.begin(), v.end());
+  return s;
+}
+
+}  // namespace
+
+fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
+  std::vector<uint64_t> seeds = s.seeds;
+  if (opt.seeds) {
+    if (*opt.seeds < 1) throw InputError("--seeds " + std::to_string(*opt.seeds) + ": must be >= 1");
+    seeds.clear();
+    for (int i = 1; i <= *opt.seeds; ++i) seeds.push_back(static_cast<uint64_t>(i));
+  }
+  const fs::path out = opt.output.empty() ? s.output : opt.output;
+  fs::create_directories(out / "runs");
+  if (!opt.resume) {
+    // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
+    for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());
+  }
+
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  GraphSource src = load_graph_source(s.graph.string(), s.model);
+  auto ms = load_machine_source(s.machine);
+  const Machine& machine = ms->machine;
+  const OpGraph& g = src.graph;
+  Simulator sim(g, *ms->cost);
+  SimEnvironment env(sim, 1);  // one thread: the sweep runs scenarios side by side instead
+
+  std::unique_ptr<Environment> verify_env;
+  if (s.verify.backend == "cpu") {
+    CpuExecutorOptions eo;
+    eo.steps = s.verify.steps;
+    if (ms->calibration) {
+      CalibratedMachine cm{machine, *ms->calibration};
+      eo.device_cores = device_cores(cm);
+    }
+    verify_env = std::make_unique<CpuExecutorEnvironment>(g, machine, eo);
+  }
+
+  SearchSpace space;
+  for (std::size_t d = 0; d < machine.num_devices(); ++d)
+    if (s.devices == "all" || machine.devices[d].kind == DeviceKind::kGpu) space.devices.push_back(static_cast<DeviceId>(d));
+  if (space.devices.empty()) throw InputError(s.file.string() + ": devices = gpus but machine " + machine.name + " has no GPU");
+
+  if (opt.progress)
+    fmt::print(stderr, "{}: {} ({} ops) on {} [{}], {} seed{}, {} samples per learner\n", s.name, src.label, g.num_ops(),
+               machine.name, ms->cost->describe(), seeds.size(), seeds.size() == 1 ? "" : "s", s.samples);
+
+  json results = json::array();
+  json verifications = json::array();
+  std::string curve = "algorithm,seed,sample,step_time_s,oom,best_s,verify_predicted_s,verify_measured_s\n";
+  struct Best {
+    double time = INFINITY;
+    std::string name;
+    uint64_t seed = 0;
+    Placement placement;
+  } best;
+  auto consider = [&](double t, const std::string& name, uint64_t seed, const Placement& p) {
+    if (std::isfinite(t) && t < best.time) best = {t, name, seed, p};
+  };
+
+  // Baselines: simulated once per seed (the randomised ones differ by seed).
+  for (const std::string& b : s.baselines) {
+    json runs = json::array();
+    std::vector<double> times;
+    for (uint64_t seed : seeds) {
+      json r = {{"seed", seed}};
+      try {
+        Placement p = resolve_placement(b, src, *ms, seed);
+        SimResult res = sim.simulate(p);
+        r["step_time_s"] = res.step_time_s;
+        r["oom"] = res.oom;
+        if (res.oom) {
+          r["oom_device"] = machine.devices[res.oom_device].name;
+          r["oom_excess_bytes"] = res.oom_excess_bytes;
+        }
+        times.push_back(res.oom ? INFINITY : res.step_time_s);
+        if (!res.oom) consider(res.step_time_s, b, seed, p);
+      } catch (const InputError& e) {
+        r["error"] = e.what();  // e.g. expert on a graph file: reported, not fatal
+        times.push_back(INFINITY);
+      }
+      runs.push_back(r);
+    }
+    results.push_back({{"name", b}, {"kind", "baseline"}, {"runs", runs}});
+  }
+
+  // Learners: one training run per seed, each resumable.
+  for (const LearnerSpec& ls : s.learners) {
+    json runs = json::array();
+    for (uint64_t seed : seeds) {
+      const std::string tag = fmt::format("{}-seed{}", ls.name, seed);
+      const fs::path run_file = out / "runs" / (tag + ".json");
+      json r;
+      if (opt.resume && fs::exists(run_file)) {
+        r = json::parse(read_text(run_file));
+        if (opt.progress) fmt::print(stderr, "{:<22} already finished, kept\n", tag);
+      } else {
+        Grouping grouping = make_scenario_grouping(s, g, seed);
+        space.num_groups = grouping.num_groups();
+        std::unique_ptr<Learner> learner = make_learner(ls, space, seed);
+        TrainerOptions to;
+        to.sample_budget = s.samples;
+        to.batch_size = s.batch;
+        to.verify_every = verify_env ? s.verify.every : 0;
+        to.checkpoint_every = s.checkpoint_every;
+        to.checkpoint_path = out / "runs" / (tag + ".checkpoint.json");
+        to.resume = opt.resume;
+        ProgressBar bar(tag, s.samples, opt.progress);
+        ProgressObserver obs(bar, opt.stop_after_samples);
+        TrainSummary t = train(*learner, grouping, env, to, verify_env.get(), &obs);
+        bar.finish(t.samples, t.best_step_time_s);
+        r = {{"seed", seed},
+             {"status", status_name(t.status)},
+             {"message", t.message},
+             {"samples", t.samples},
+             {"groups", grouping.num_groups()},
+             {"best_s", number_or_null(t.best_step_time_s)},
+             {"best_sample", t.best_sample},
+             {"best_placement", t.best_placement}};
+        json curve_rows = json::array();
+        for (const CurvePoint& c : t.curve)
+          curve_rows.push_back({c.sample, c.oom ? json(nullptr) : json(c.step_time_s), number_or_null(c.best_s)});
+        r["curve"] = curve_rows;
+        json ver = json::array();
+        for (const VerifyRecord& v : t.verifications)
+          ver.push_back({{"sample", v.sample},
+                         {"predicted_s", v.predicted_s},
+                         {"measured_s", v.measured_oom ? json(nullptr) : json(v.measured_s)},
+                         {"source", v.source}});
+        r["verifications"] = ver;
+        if (t.status == TrainSummary::Status::kStopped) {
+          fmt::print(stderr, "{}: stopped after {} samples; continue with --resume\n", tag, t.samples);
+          return out;  // interrupted: no summary; the checkpoint holds the state
+        }
+        write_file_atomically(run_file, r.dump());
+        fs::remove(to.checkpoint_path);
+      }
+      // Curve rows and verification records for the outputs.
+      std::map<int64_t, std::pair<double, json>> verify_at;
+      for (const json& v : r["verifications"]) {
+        verify_at[v["sample"].get<int64_t>()] = {v["predicted_s"].get<double>(), v["measured_s"]};
+        verifications.push_back({{"algorithm", ls.name}, {"seed", seed}, {"sample", v["sample"]},
+                                 {"predicted_s", v["predicted_s"]}, {"measured_s", v["measured_s"]},
+                                 {"source", v["source"]}});
+      }
+      for (const json& c : r["curve"]) {
+        int64_t sample = c[0].get<int64_t>();
+        std::string vp, vm;
+        if (auto it = verify_at.find(sample); it != verify_at.end()) {
+          vp = fmt::format("{:.9g}", it->second.first);
+          vm = it->second.second.is_null() ? "oom" : fmt::format("{:.9g}", it->second.second.get<double>());
+        }
+        curve += fmt::format("{},{},{},{},{},{},{},{}\n", ls.name, seed, sample,
+                             c[1].is_null() ? "" : fmt::format("{:.9g}", c[1].get<double>()), c[1].is_null() ? 1 : 0,
+                             c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm);
+      }
+      if (!r["best_s"].is_null())
+        consider(r["best_s"].get<double>(), ls.name, seed, r["best_placement"].get<Placement>());
+      json brief = r;
+      brief.erase("curve");
+      brief.erase("best_placement");
+      runs.push_back(brief);
+    }
+    results.push_back({{"name", ls.name}, {"kind", "learner"}, {"runs", runs}});
+  }
+
+  // Aggregates per algorithm over seeds.
+  for (json& res : results) {
+    std::vector<double> xs;
+    bool all_oom = true;
+    for (const json& r : res["runs"]) {
+      const char* key = res["kind"] == "baseline" ? "step_time_s" : "best_s";
+      bool ran = r.contains(key) && !r[key].is_null() && !(r.contains("oom") && r["oom"].get<bool>());
+      xs.push_back(ran ? r[key].get<double>() : INFINITY);
+      all_oom = all_oom && !ran;
+    }
+    if (auto st = stats_of(xs)) {
+      res["mean_s"] = st->mean;
+      res["std_s"] = st->std;
+      res["best_s"] = st->best;
+      res["seeds_ok"] = st->n;
+    }
+    res["oom"] = all_oom;
+  }
+
+  json summary;
+  summary["format"] = "placelab-run-1";
+  summary["scenario"] = s.name;
+  summary["description"] = s.description;
+  summary["model"] = src.label;
+  summary["ops"] = g.num_ops();
+  if (src.parameters >= 0) summary["parameters"] = src.parameters;
+  summary["grouping"] = s.grouping;
+  summary["machine"] = machine.name;
+  summary["cost_model"] = ms->cost->describe();
+  summary["devices"] = s.devices;
+  summary["samples"] = s.samples;
+  summary["batch"] = s.batch;
+  summary["seeds"] = seeds;
+  summary["results"] = results;
+  summary["verifications"] = verifications;
+  if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};
+  if (!s.paper.empty()) {
+    json p;
+    p["source"] = s.paper_source;
+    for (const auto& [k, f] : s.paper) p["figures"][k] = f.oom ? json("OOM") : json(f.step_time_s);
+    summary["paper"] = p;
+  }
+
+  write_file_atomically(out / "curve.csv", curve);
+  if (!best.placement.empty()) {
+    std::vector<std::string> names;
+    for (const Device& d : machine.devices) names.push_back(d.name);
+    std::ostringstream pj;
+    write_placement_json(g, best.placement, names, pj);
+    write_file_atomically(out / "best_placement.json", pj.str());
+    SimResult tl = sim.simulate(best.placement, {.record_timeline = true});
+    std::ostringstream trace;
+    write_chrome_trace(tl, g, machine, trace);
+    write_file_atomically(out / "timeline.json", trace.str());
+  }
+  write_file_atomically(out / "summary.json", summary.dump(2) + "\n");
+  render_report(out, !opt.progress);
+  return out;
+}
+
+}  // namespace placelab::cli

@@ -1,0 +1,67 @@
+// Scenario files (docs/scenarios.md): one placement experiment — a model on a machine, the
+// learners and baselines to compare, the sample budget, seeds, verification on hardware and where
+// results go. Parsed with full validation: unknown keys and bad values name the file and line.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "placelab/learners/algorithms.h"
+
+namespace placelab::cli {
+
+// One learner entry: the algorithm and its options (defaults from the papers, overridden by the
+// scenario).
+struct LearnerSpec {
+  std::string name;  // reinforce | ppo | cross_entropy | post
+  std::variant<ReinforceOptions, PpoOptions, CrossEntropyOptions, PostOptions> options;
+};
+
+struct VerifySpec {
+  std::string backend;  // "" (off) or "cpu"
+  int64_t every = 0;    // measure the current best every N samples
+  int steps = 5;        // executor steps per measurement (the first is warm-up)
+};
+
+// A published figure to print beside ours in report.md: seconds per step, or OOM.
+struct PaperFigure {
+  double step_time_s = 0;
+  bool oom = false;
+};
+
+struct Scenario {
+  std::filesystem::path file;       // the scenario file; relative paths inside resolve from its folder
+  std::string name;                 // default: the file stem
+  std::string description;
+  std::string model;                // zoo spec, or empty when `graph` is set
+  std::filesystem::path graph;      // graph JSON file, or empty when `model` is set
+  std::string machine = "k80x4";    // preset, machine YAML or calibrated machine file
+  std::string devices = "all";      // which devices learners may use: all | gpus
+  std::string grouping = "colocation";  // none | colocation | single_consumer | name_prefix | layer | metis
+  int metis_groups = 256;
+  int64_t samples = 2400;           // per learner and seed
+  int64_t batch = 12;               // placements per evaluation batch
+  std::vector<uint64_t> seeds{1};
+  std::vector<LearnerSpec> learners;
+  std::vector<std::string> baselines;
+  VerifySpec verify;
+  int64_t checkpoint_every = 600;   // samples between checkpoints (0 = off)
+  std::filesystem::path output;     // default results/<name>
+  std::string paper_source;         // where the paper figures come from
+  std::map<std::string, PaperFigure> paper;  // algorithm or baseline name → figure
+};
+
+// Parses and validates a scenario file. Throws InputError "file:line: key = value: rule".
+Scenario read_scenario(const std::filesystem::path& path);
+
+// The baseline names a scenario may list.
+inline constexpr const char* kBaselineNames[] = {"single_gpu", "single_cpu", "expert", "metis", "scotch",
+                                                 "mincut", "random", "round_robin", "heft"};
+inline constexpr const char* kLearnerNames[] = {"reinforce", "ppo", "cross_entropy", "post"};
+
+}  // namespace placelab::cli
