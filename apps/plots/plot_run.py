@@ -93,8 +93,11 @@ def timeline(run_dir, summary):
         return False
     fig, ax = plt.subplots(figsize=(12, 0.35 * len(keys) + 1.5))
     for row, key in enumerate(keys):
-        color = "tab:orange" if proc.get(key[0]) == "links" else "tab:blue"
-        ax.broken_barh([(s, max(d, 1e-6)) for s, d, _ in spans[key]], (row - 0.4, 0.8), facecolors=color)
+        # Alternate two shades so that back-to-back ops on one stream stay distinguishable.
+        shades = ("tab:orange", "#f6b26b") if proc.get(key[0]) == "links" else ("tab:blue", "#6fa8dc")
+        bars = sorted(spans[key])
+        ax.broken_barh([(s, max(d, 1e-6)) for s, d, _ in bars], (row - 0.4, 0.8),
+                       facecolors=[shades[i % 2] for i in range(len(bars))])
     labels = []
     for pid, tid in keys:
         name = thread.get((pid, tid), str(tid))

@@ -2,6 +2,7 @@
 // calibrated machine file, and a simulated step checked against a real one.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ namespace {
 struct CalibrateArgs {
   std::string backend = "cpu";
   std::string out;
-  std::string graph, model;
+  std::vector<std::string> graphs, models;
   std::string trace, machine;
   bool no_sweep = false;
   double sweep_scale = 1.0;
@@ -38,9 +39,16 @@ struct CalibrateArgs {
   std::string clock = "wall";
 };
 
+// The distinct kernel signatures of every --graph and --model, in order of first appearance.
 std::vector<KernelSignature> requested_signatures(const CalibrateArgs& a) {
-  if (a.graph.empty() && a.model.empty()) return {};
-  return graph_signatures(load_graph_source(a.graph, a.model).graph);
+  std::vector<KernelSignature> out;
+  auto add = [&](const OpGraph& g) {
+    for (const KernelSignature& sig : graph_signatures(g))
+      if (std::find(out.begin(), out.end(), sig) == out.end()) out.push_back(sig);
+  };
+  for (const auto& g : a.graphs) add(load_graph_source(g, "").graph);
+  for (const auto& m : a.models) add(load_graph_source("", m).graph);
+  return out;
 }
 
 void print_calibration(const Machine& m, const Calibration& c) {
@@ -96,8 +104,9 @@ void run_calibrate(const CalibrateArgs& a) {
     auto ms = load_machine_source(a.machine);
     GraphSource g;
     TraceImportOptions o;
-    if (!a.graph.empty() || !a.model.empty()) {
-      g = load_graph_source(a.graph, a.model);
+    if (a.graphs.size() + a.models.size() > 1) throw InputError("--backend trace takes at most one --graph or --model");
+    if (!a.graphs.empty() || !a.models.empty()) {
+      g = load_graph_source(a.graphs.empty() ? "" : a.graphs[0], a.models.empty() ? "" : a.models[0]);
       o.graph = &g.graph;
     }
     TraceImport t = import_trace(a.trace, o);
@@ -191,8 +200,8 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--backend", ca->backend, "cpu (this machine's cores), cupti (every visible GPU) or trace")
       ->capture_default_str();
   cal->add_option("--out,-o", ca->out, "Calibrated machine file to write (e.g. hwmodels/calibrated/localhost.yaml)");
-  cal->add_option("--graph", ca->graph, "Also measure exactly this graph's kernel signatures");
-  cal->add_option("--model", ca->model, "Also measure exactly this zoo model's kernel signatures");
+  cal->add_option("--graph", ca->graphs, "Also measure exactly this graph's kernel signatures (repeatable)");
+  cal->add_option("--model", ca->models, "Also measure exactly this zoo model's kernel signatures (repeatable)");
   cal->add_flag("--no-sweep", ca->no_sweep, "Measure only the --graph/--model signatures, not the built-in size sweep");
   cal->add_option("--sweep-scale", ca->sweep_scale, "Shrink the built-in sweep (0, 1] for a quick calibration")
       ->capture_default_str();

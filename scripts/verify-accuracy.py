@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Simulated vs measured step time over many placements on this machine (issue: calibration).
+
+Calibrates a `localhost` machine of N one-core CPU devices (the built-in sweep plus exactly the
+models' kernel signatures), then for each model runs >= 14 placements for real with the CPU
+executor (`placelab verify`): each device alone, layer splits in both directions, and 10 random
+placements; prints a table and the median / worst |error| and the Spearman rank correlation.
+
+Usage: scripts/verify-accuracy.py [--placelab build/apps/placelab] [--out results/accuracy]
+       [--calibration FILE (reuse)] [--models m1 m2 ...] [--steps 11]
+Needs only the Python standard library. Run it on an otherwise idle machine.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+DEFAULT_MODELS = ["cifar10_cnn:batch=8", "rnnlm:layers=2,hidden=256,seq=10,batch=8,vocab=2000"]
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2.0
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb) if va > 0 and vb > 0 else 0.0
+
+
+def placements_for(graph, devices):
+    """Named placements ({"devices": [...]} form) of one graph over `devices` device names."""
+    ops = graph["ops"]
+    n = len(ops)
+    layers = sorted({op.get("layer", -1) for op in ops})
+    real = [l for l in layers if l >= 0] or [-1]
+    out = {}
+    for d in devices:
+        out[f"all on {d}"] = [d] * n
+    if len(devices) >= 2:
+        half = real[len(real) // 2]
+        out["layers split, first half on " + devices[0]] = [
+            devices[0] if op.get("layer", -1) < half else devices[1] for op in ops]
+        out["layers split, first half on " + devices[1]] = [
+            devices[1] if op.get("layer", -1) < half else devices[0] for op in ops]
+        out["layers alternate"] = [devices[(max(op.get("layer", -1), 0)) % len(devices)] for op in ops]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--placelab", default="build/apps/placelab")
+    ap.add_argument("--out", default="results/accuracy")
+    ap.add_argument("--calibration", help="reuse this calibrated machine file instead of calibrating")
+    ap.add_argument("--devices", type=int, default=2)
+    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    ap.add_argument("--random", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=11)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    cal = a.calibration or os.path.join(a.out, "localhost.yaml")
+    if not a.calibration:
+        cmd = [a.placelab, "calibrate", "--backend", "cpu", "--devices", str(a.devices), "--out", cal]
+        for m in a.models:
+            cmd += ["--model", m]
+        print("calibrating:", " ".join(cmd), flush=True)
+        print(run(cmd), flush=True)
+    devices = [f"cpu:{i}" for i in range(a.devices)]
+    rows = []
+    for model in a.models:
+        gpath = os.path.join(a.out, model.split(":")[0] + ".json")
+        run([a.placelab, "export", model, "-o", gpath])
+        with open(gpath) as f:
+            graph = json.load(f)
+        named = placements_for(graph, devices)
+        specs = []
+        for name, devs in named.items():
+            p = os.path.join(a.out, f"{model.split(':')[0]}-{len(specs)}.placement.json")
+            with open(p, "w") as f:
+                json.dump({"devices": devs}, f)
+            specs.append((name, p))
+        specs += [(f"random:{k}", f"random:{k}") for k in range(1, a.random + 1)]
+        for name, spec in specs:
+            out = run([a.placelab, "verify", "--graph", gpath, "--machine", cal, "--placement", spec,
+                       "--steps", str(a.steps), "--json"])
+            j = json.loads(out)
+            rows.append((model, name, j["predicted_s"], j["measured_s"], j["error"], j["oom"]))
+            print(f"{model:<45} {name:<34} predicted {j['predicted_s']*1e3:9.3f} ms  measured "
+                  f"{j['measured_s']*1e3:9.3f} ms  error {100*j['error']:+6.1f} %", flush=True)
+    ok = [r for r in rows if not r[5]]
+    errs = sorted(abs(r[4]) for r in ok)
+    med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
+    summary = {"placements": len(ok), "median_abs_error": med, "worst_abs_error": errs[-1],
+               "spearman": spearman([r[2] for r in ok], [r[3] for r in ok])}
+    per_model = {}
+    for model in a.models:
+        mr = [r for r in ok if r[0] == model]
+        per_model[model] = spearman([r[2] for r in mr], [r[3] for r in mr]) if len(mr) > 1 else 0.0
+    summary["spearman_per_model"] = per_model
+    with open(os.path.join(a.out, "accuracy.json"), "w") as f:
+        json.dump({"rows": rows, "summary": summary}, f, indent=2)
+    print(f"\n{len(ok)} placements: median |error| {100*med:.1f} %, worst {100*errs[-1]:.1f} %, "
+          f"Spearman {summary['spearman']:.3f} (per model: " +
+          ", ".join(f"{m.split(':')[0]} {s:.3f}" for m, s in per_model.items()) + ")")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+// End-to-end tests of the `placelab` binary: what a user types, what they see, the exit status.
+#include <algorithm>
+#include <array>
+#include <sstream>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs `placelab <args>` through the shell, capturing both streams.
+CliResult placelab(const std::string& args) {
+  std::string cmd = std::string(PLACELAB_CLI) + " " + args + " 2>&1";
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  while (std::size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("placelab_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  const std::string quickstart_ = std::string(PLACELAB_SOURCE_DIR) + "/scenarios/graphs/quickstart.json";
+  fs::path dir_;
+};
+
+TEST_F(Cli, HelpListsTheCommands) {
+  CliResult r = placelab("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("machines"), std::string::npos);
+  EXPECT_NE(r.out.find("simulate"), std::string::npos);
+}
+
+TEST_F(Cli, NoCommandIsAUsageError) { EXPECT_EQ(placelab("").status, 2); }
+
+TEST_F(Cli, MachinesListsEveryPreset) {
+  CliResult r = placelab("machines");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* p : {"k80x2", "k80x4", "k80x8", "p100x4", "dgx1", "h100x8"})
+    EXPECT_NE(r.out.find(p), std::string::npos) << p;
+}
+
+TEST_F(Cli, MachinesShowsRoutesOfOneMachine) {
+  CliResult r = placelab("machines k80x4");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("routes"), std::string::npos);
+  EXPECT_NE(r.out.find("gpu:3"), std::string::npos);
+}
+
+TEST_F(Cli, UnknownMachineExitsTwoAndListsPresets) {
+  CliResult r = placelab("machines k80x99");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("k80x4"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, SimulateQuickstartPrintsStepTimeDevicesAndLinks) {
+  CliResult r = placelab("simulate --graph " + quickstart_ + " --machine k80x4 --placement round_robin");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("step time"), std::string::npos);
+  EXPECT_NE(r.out.find("gpu:1"), std::string::npos);
+  EXPECT_NE(r.out.find("pcie"), std::string::npos) << "round robin must move tensors over links";
+}
+
+TEST_F(Cli, SimulateJsonIsDeterministicAndComplete) {
+  std::string args = "simulate -g " + quickstart_ + " -m k80x4 -p random:7 --json";
+  CliResult a = placelab(args), b = placelab(args);
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  auto j = nlohmann::json::parse(a.out);
+  EXPECT_GT(j.at("step_time_s").get<double>(), 0);
+  EXPECT_EQ(j.at("devices").size(), 5u);
+  EXPECT_FALSE(j.at("oom").get<bool>());
+}
+
+TEST_F(Cli, SimulateWritesAChromeTrace) {
+  fs::path trace = dir_ / "step.json";
+  CliResult r = placelab("simulate -g " + quickstart_ + " -m k80x2 -p round_robin --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream in(trace);
+  auto j = nlohmann::json::parse(in);
+  ASSERT_TRUE(j.contains("traceEvents"));
+  EXPECT_GT(j["traceEvents"].size(), 10u);
+}
+
+TEST_F(Cli, PlacementFileRoundTrip) {
+  // The {"devices": [...]} form: everything on cpu:0 of k80x2.
+  CliResult info = placelab("simulate -g " + quickstart_ + " -m k80x2 -p single_cpu --json");
+  ASSERT_EQ(info.status, 0) << info.out;
+  std::size_t ops = nlohmann::json::parse(info.out).at("ops").get<std::size_t>();
+  nlohmann::json p;
+  p["devices"] = std::vector<std::string>(ops, "cpu:0");
+  std::string file = write("p.json", p.dump());
+  CliResult r = placelab("simulate -g " + quickstart_ + " -m k80x2 -p " + file + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("step_time_s"), nlohmann::json::parse(info.out).at("step_time_s"));
+}
+
+TEST_F(Cli, BadInputsExitTwoWithFileAndLine) {
+  std::string bad_json = write("bad.json", "{\n  \"format\": \"placelab-graph\",\n  \"ops\": [\n");
+  CliResult r = placelab("simulate -g " + bad_json + " -m k80x4");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("bad.json:"), std::string::npos) << r.out;
+
+  CliResult missing = placelab("simulate -g " + (dir_ / "nope.json").string());
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("nope.json"), std::string::npos) << missing.out;
+
+  std::string bad_machine = write("m.yaml", "name: m\ndevices:\n  - name: gpu:0\n    kind: gpu\n    peak_flops: -1\n");
+  CliResult m = placelab("simulate -g " + quickstart_ + " -m " + bad_machine);
+  EXPECT_EQ(m.status, 2);
+  EXPECT_NE(m.out.find("m.yaml:"), std::string::npos) << m.out;
+
+  CliResult p = placelab("simulate -g " + quickstart_ + " -p fastest");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.out.find("single_gpu"), std::string::npos) << p.out;
+
+  CliResult seed = placelab("simulate -g " + quickstart_ + " -p random:x");
+  EXPECT_EQ(seed.status, 2);
+}
+
+TEST_F(Cli, FailedRunLeavesNoHalfWrittenTrace) {
+  fs::path trace = dir_ / "t.json";
+  CliResult r = placelab("simulate -g " + (dir_ / "nope.json").string() + " --trace " + trace.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_FALSE(fs::exists(trace));
+}
+
+// A small scenario on the quickstart graph: quick enough for CI, but it runs every part of a run.
+std::string small_scenario(const std::string& graph, const fs::path& out, const std::string& extra = "") {
+  return "name: small\n"
+         "graph: " + graph + "\n"
+         "machine: k80x2\n"
+         "devices: gpus\n"
+         "grouping: colocation\n"
+         "samples: 48\n"
+         "batch: 12\n"
+         "seeds: 2\n"
+         "checkpoint_every: 12\n"
+         "learners:\n  post: {ce_every: 24}\n  reinforce: {}\n"
+         "baselines: [single_gpu, heft, round_robin, expert]\n"
+         "output: " + out.string() + "\n" + extra;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_F(Cli, RunWritesEveryOutputAndIsDeterministic) {
+  std::string sc = write("s.yaml", small_scenario(quickstart_, dir_ / "out"));
+  CliResult r = placelab("run " + sc + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* f : {"summary.json", "curve.csv", "best_placement.json", "timeline.json", "report.md"})
+    EXPECT_TRUE(fs::exists(dir_ / "out" / f)) << f;
+  const std::string first = slurp(dir_ / "out" / "summary.json");
+  auto j = nlohmann::json::parse(first);
+  ASSERT_EQ(j["results"].size(), 6u);  // 4 baselines + 2 learners
+  for (const auto& res : j["results"]) {
+    if (res["name"] == "expert") {
+      EXPECT_TRUE(res["runs"][0].contains("error")) << "a graph file has no expert placement";
+      continue;
+    }
+    EXPECT_GT(res["mean_s"].get<double>(), 0) << res["name"];
+  }
+  // The curve has one row per sample per learner and seed, plus the header.
+  std::string curve = slurp(dir_ / "out" / "curve.csv");
+  EXPECT_EQ(std::count(curve.begin(), curve.end(), '\n'), 1 + 2 * 2 * 48);
+  CliResult again = placelab("run " + sc + " --quiet");
+  ASSERT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(slurp(dir_ / "out" / "summary.json"), first);
+  // A learner never reports a best worse than the best baseline it could have sampled? No such
+  // promise; but the best placement file must simulate to the reported best time.
+  CliResult sim = placelab("simulate -g " + quickstart_ + " -m k80x2 -p " + (dir_ / "out" / "best_placement.json").string() +
+                     " --json");
+  ASSERT_EQ(sim.status, 0) << sim.out;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), j["best"]["step_time_s"].get<double>());
+}
+
+TEST_F(Cli, RunStoppedMidwayAndResumedEqualsUninterrupted) {
+  std::string full = write("full.yaml", small_scenario(quickstart_, dir_ / "full"));
+  std::string part = write("part.yaml", small_scenario(quickstart_, dir_ / "part"));
+  ASSERT_EQ(placelab("run " + full + " --quiet").status, 0);
+  CliResult stopped = placelab("run " + part + " --quiet --stop-after-samples 24");
+  ASSERT_EQ(stopped.status, 0) << stopped.out;
+  EXPECT_FALSE(fs::exists(dir_ / "part" / "summary.json"));
+  CliResult resumed = placelab("run " + part + " --quiet --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  auto a = nlohmann::json::parse(slurp(dir_ / "full" / "summary.json"));
+  auto b = nlohmann::json::parse(slurp(dir_ / "part" / "summary.json"));
+  EXPECT_EQ(a["results"], b["results"]);
+  EXPECT_EQ(slurp(dir_ / "full" / "curve.csv"), slurp(dir_ / "part" / "curve.csv"));
+}
+
+TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
+  struct Case {
+    std::string text, expect;
+  };
+  std::vector<Case> cases = {
+      {small_scenario(quickstart_, dir_ / "o", "speed: 3\n"), "speed: unknown key"},
+      {small_scenario(quickstart_, dir_ / "o", "paper: {post: fast}\n"), "paper.post = fast"},
+      {"name: x\nmodel: resnet50\nlearners:\n  post: {ce_every: -5}\n", "learners.post"},
+      {"name: x\nmodel: resnet50\nbaselines: [single_gpu, fastest]\n", "fastest: unknown baseline"},
+      {"name: x\nmodel: resnet50\nsamples: -1\nbaselines: [single_gpu]\n", "samples = -1"},
+      {"name: x\nbaselines: [single_gpu]\n", "needs `model"},
+      {"name: [x\n", "YAML syntax error"},
+  };
+  for (const auto& c : cases) {
+    std::string f = write("bad.yaml", c.text);
+    CliResult r = placelab("run " + f + " --quiet");
+    EXPECT_EQ(r.status, 2) << c.text << "\n" << r.out;
+    EXPECT_NE(r.out.find("bad.yaml:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.out;
+  }
+}
+
+TEST_F(Cli, ReportRerendersAndSweepTabulates) {
+  std::string a = write("a.yaml", small_scenario(quickstart_, dir_ / "a"));
+  std::string b = write("b.yaml", "name: b\n" + small_scenario(quickstart_, dir_ / "b").substr(std::string("name: small\n").size()));
+  CliResult sweep = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
+  ASSERT_EQ(sweep.status, 0) << sweep.out;
+  EXPECT_NE(sweep.out.find("| small |"), std::string::npos) << sweep.out;
+  EXPECT_NE(sweep.out.find("| b |"), std::string::npos) << sweep.out;
+  EXPECT_TRUE(fs::exists("results/sweep-clitest/summary.csv"));
+  CliResult again = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
+  EXPECT_NE(again.out.find("already finished, skipped"), std::string::npos) << again.out;
+  fs::remove_all("results/sweep-clitest");
+  fs::remove(dir_ / "a" / "report.md");
+  CliResult rep = placelab("report " + (dir_ / "a").string());
+  ASSERT_EQ(rep.status, 0) << rep.out;
+  EXPECT_TRUE(fs::exists(dir_ / "a" / "report.md"));
+  EXPECT_NE(rep.out.find("| post | learner |"), std::string::npos) << rep.out;
+  EXPECT_EQ(placelab("report " + (dir_ / "nothing").string()).status, 2);
+}
+
+TEST_F(Cli, ModelsExportInspect) {
+  CliResult m = placelab("models");
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_NE(m.out.find("inception_v3"), std::string::npos);
+  fs::path g = dir_ / "cnn.json";
+  CliResult e = placelab("export cifar10_cnn --batch 8 --granularity layer -o " + g.string());
+  ASSERT_EQ(e.status, 0) << e.out;
+  CliResult i = placelab("inspect " + g.string() + " --json");
+  ASSERT_EQ(i.status, 0) << i.out;
+  auto j = nlohmann::json::parse(i.out);
+  EXPECT_GT(j["ops"].get<int>(), 5);
+  CliResult z = placelab("inspect --model cifar10_cnn:batch=8,granularity=layer --json");
+  ASSERT_EQ(z.status, 0) << z.out;
+  EXPECT_EQ(nlohmann::json::parse(z.out)["ops"], j["ops"]);
+  EXPECT_EQ(placelab("export nosuchnet").status, 2);
+  EXPECT_EQ(placelab("export resnet50:depth=3").status, 2);
+}
+
+}  // namespace
