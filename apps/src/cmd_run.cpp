@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -83,8 +84,10 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
       }
       if (done) {
         fmt::print("{:<40} already finished, skipped\n", s.name);
+        std::fflush(stdout);  // progress lines reach a log or pipe as they happen
       } else {
         fmt::print("{:<40} started (log: {})\n", s.name, (dir / "logs" / (s.name + ".log")).string());
+        std::fflush(stdout);
         children[spawn_run(files[next], seeds, dir / "logs" / (s.name + ".log"))] = next;
         ++running;
       }
@@ -100,6 +103,7 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     failed += !ok;
     fmt::print("{:<40} {}\n", scenarios[it->second].name, ok ? "finished" : "FAILED (see its log)");
+    std::fflush(stdout);
     children.erase(it);
   }
 
