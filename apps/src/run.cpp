@@ -30,19 +30,6 @@ using nlohmann::json;
 
 namespace {
 
-// The learner named by a spec, over the search space, seeded.
-std::unique_ptr<Learner> make_learner(const LearnerSpec& spec, const SearchSpace& space, uint64_t seed) {
-  return std::visit(
-      [&](const auto& o) -> std::unique_ptr<Learner> {
-        using O = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<O, ReinforceOptions>) return std::make_unique<ReinforceLearner>(space, o, seed);
-        else if constexpr (std::is_same_v<O, PpoOptions>) return std::make_unique<PpoLearner>(space, o, seed);
-        else if constexpr (std::is_same_v<O, CrossEntropyOptions>) return std::make_unique<CrossEntropyLearner>(space, o, seed);
-        else return std::make_unique<PostLearner>(space, o, seed);
-      },
-      spec.options);
-}
-
 Grouping make_scenario_grouping(const Scenario& s, const OpGraph& g, uint64_t seed) {
   if (s.grouping == "none") {
     std::vector<GroupId> ids(g.num_ops());
@@ -202,7 +189,7 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
       } else {
         Grouping grouping = make_scenario_grouping(s, g, seed);
         space.num_groups = grouping.num_groups();
-        std::unique_ptr<Learner> learner = make_learner(ls, space, seed);
+        std::unique_ptr<Learner> learner = make_learner(ls.options, space, seed);
         TrainerOptions to;
         to.sample_budget = s.samples;
         to.batch_size = s.batch;

@@ -19,7 +19,7 @@ namespace placelab::cli {
 // scenario).
 struct LearnerSpec {
   std::string name;  // reinforce | ppo | cross_entropy | post
-  std::variant<ReinforceOptions, PpoOptions, CrossEntropyOptions, PostOptions> options;
+  LearnerOptions options;
 };
 
 struct VerifySpec {
