@@ -310,7 +310,18 @@ INSTANTIATE_TEST_SUITE_P(
                       KernelSignature::conv2d(KernelClass::kConv2DBackpropFilter, 2, 3, 8, 8, 4, 3, 3, 1, 1),
                       KernelSignature::elementwise(1000, 3), KernelSignature::reduction(1000, 7),
                       KernelSignature::embedding(50, 16, 33), KernelSignature::softmax(5, 300),
-                      KernelSignature::copy(4096)));
+                      KernelSignature::copy(4096)),
+    // Readable test names ("gemm_m7_n5_k3_batch1") instead of the parameter's bytes.
+    [](const ::testing::TestParamInfo<KernelSignature>& param_info) {
+      std::string name(kernel_class_name(param_info.param.cls));
+      auto fields = kernel_fields(param_info.param.cls);
+      for (std::size_t f = 0; f < fields.size(); ++f) {
+        name += '_';  // appended piecewise: gcc 12 warns falsely (-Wrestrict) on "_" + std::string
+        name += fields[f];
+        name += std::to_string(param_info.param.dims[f]);
+      }
+      return name;
+    });
 
 TEST(Cupti, RecordsKernelAndCopyDurations) {
   REQUIRE_GPU();
