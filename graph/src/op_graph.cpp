@@ -86,14 +86,14 @@ std::vector<OpId> OpGraph::find_cycle() const {
     colour[root] = kGrey;
     stack.emplace_back(root, children(root));
     while (!stack.empty()) {
-      auto& [v, todo] = stack.back();
-      if (todo.empty()) {
+      auto& [v, unvisited] = stack.back();
+      if (unvisited.empty()) {
         colour[v] = kBlack;
         stack.pop_back();
         continue;
       }
-      OpId w = todo.back();
-      todo.pop_back();
+      OpId w = unvisited.back();
+      unvisited.pop_back();
       if (colour[w] == kGrey) {
         std::vector<OpId> cycle{w};
         for (OpId u = v; u != w; u = parent[u]) cycle.push_back(u);

@@ -705,13 +705,13 @@ const fs::path kGraphs = fs::path(PLACELAB_SOURCE_DIR) / "scenarios" / "graphs";
 // Ops reachable from `from` along edges.
 std::vector<bool> reachable(const OpGraph& g, OpId from) {
   std::vector<bool> seen(g.num_ops(), false);
-  std::vector<OpId> todo{from};
+  std::vector<OpId> unvisited{from};
   seen[from] = true;
-  while (!todo.empty()) {
-    OpId v = todo.back();
-    todo.pop_back();
+  while (!unvisited.empty()) {
+    OpId v = unvisited.back();
+    unvisited.pop_back();
     g.for_each_out_edge(v, [&](OpId w, const Tensor&) {
-      if (!seen[w]) todo.push_back(w), seen[w] = true;
+      if (!seen[w]) unvisited.push_back(w), seen[w] = true;
     });
   }
   return seen;
