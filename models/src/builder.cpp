@@ -28,16 +28,6 @@ std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
   return out;
 }
 
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) t += ',';
-    t += std::to_string(s[i]);
-  }
-  t += ']';
-  return t;
-}
-
 }  // namespace
 
 std::string_view granularity_name(Granularity g) { return kGranularityNames[static_cast<int>(g)]; }
@@ -61,6 +51,16 @@ int optimizer_slots(Optimizer o) {
     case Optimizer::kAdamWeightDecay: return 2;
   }
   return 0;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) t += ',';
+    t += std::to_string(s[i]);
+  }
+  t += ']';
+  return t;
 }
 
 int64_t num_elements(const Shape& shape) {

@@ -36,15 +36,6 @@ Shape to_channels_last(const Shape& s) {
   return out;
 }
 
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) t += ',';
-    t += std::to_string(s[i]);
-  }
-  return t + "]";
-}
-
 bool is_float_type(int32_t t) {
   using TP = onnx::TensorProto;
   return t == TP::FLOAT || t == TP::FLOAT16 || t == TP::DOUBLE || t == TP::BFLOAT16;

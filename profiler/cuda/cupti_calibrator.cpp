@@ -12,31 +12,14 @@
 #include "placelab/graph/error.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/gpu_check.h"
+#include "../src/measure_util.h"
 
 namespace placelab {
 namespace {
 
-double median(std::vector<double> v) {
-  PLACELAB_CHECK(!v.empty()) << "median of nothing";
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
-
-std::string utc_now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+using detail::median;
+using detail::host_name;
+using detail::utc_now_iso;
 
 // RAII stream on the current device.
 struct Stream {

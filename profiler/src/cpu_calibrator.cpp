@@ -16,9 +16,14 @@
 #include "placelab/graph/error.h"
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/cpu_executor.h"
+#include "measure_util.h"
 
 namespace placelab {
 namespace {
+
+using detail::median;
+using detail::host_name;
+using detail::utc_now_iso;
 
 using Clock = std::chrono::steady_clock;
 
@@ -34,13 +39,6 @@ double clock_s(TimingClock clock) {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
-double median(std::vector<double> v) {
-  PLACELAB_CHECK(!v.empty()) << "median of nothing";
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -50,21 +48,6 @@ std::string cpu_model_name() {
       if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
     }
   return "CPU";
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
-
-std::string utc_now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 int64_t physical_memory_bytes() {

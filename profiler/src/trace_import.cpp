@@ -17,18 +17,14 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/json_locator.h"
+#include "measure_util.h"
 
 namespace placelab {
 namespace {
 
-using json = nlohmann::json;
+using detail::median;
 
-double median(std::vector<double> v) {
-  PLACELAB_CHECK(!v.empty()) << "median of nothing";
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using json = nlohmann::json;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 

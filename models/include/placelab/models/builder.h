@@ -66,6 +66,8 @@ struct BuilderOptions {
 // Dimensions of a tensor, outermost first (NHWC for images, [batch, features] for dense layers).
 using Shape = std::vector<int64_t>;
 int64_t num_elements(const Shape& shape);
+// "[32,224,224,3]": a shape in messages.
+std::string shape_text(const Shape& shape);
 
 // A forward tensor handle; valid only with the builder that returned it.
 struct Value {

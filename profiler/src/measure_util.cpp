@@ -1,0 +1,34 @@
+#include "measure_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "placelab/graph/error.h"
+
+namespace placelab::detail {
+
+double median(std::vector<double> v) {
+  PLACELAB_CHECK(!v.empty()) << "median of nothing";
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string utc_now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace placelab::detail
