@@ -11,18 +11,29 @@
 namespace placelab::cli {
 namespace {
 
-// "1 × cpu Xeon E5-2699 v3, 4 × gpu Tesla K80 (one GK210 die)"
+// "2 x cpu Intel Xeon E5-2698 v4 (...), 8 x gpu Tesla V100 SXM2 16 GB": devices by kind, each kind
+// named by the part its models share (presets append ", socket 1", ", board 0" per device).
 std::string device_summary(const Machine& m) {
-  std::vector<std::pair<std::string, int>> groups;
-  for (const Device& d : m.devices) {
-    std::string key = fmt::format("{} {}", device_kind_name(d.kind), d.model.empty() ? "?" : d.model);
-    if (!groups.empty() && groups.back().first == key)
-      ++groups.back().second;
-    else
-      groups.emplace_back(key, 1);
-  }
   std::string out;
-  for (const auto& [key, count] : groups) out += fmt::format("{}{} x {}", out.empty() ? "" : ", ", count, key);
+  for (DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kGpu}) {
+    int count = 0;
+    std::string common;
+    for (const Device& d : m.devices) {
+      if (d.kind != kind) continue;
+      if (count++ == 0) {
+        common = d.model;
+      } else {
+        std::size_t n = 0;
+        while (n < common.size() && n < d.model.size() && common[n] == d.model[n]) ++n;
+        common.resize(n);
+      }
+    }
+    if (count == 0) continue;
+    // Cut back to the last complete item ("..., PCIe switch " → "...").
+    if (auto comma = common.rfind(", "); comma != std::string::npos && count > 1) common.resize(comma);
+    while (!common.empty() && (common.back() == ' ' || common.back() == ',')) common.pop_back();
+    out += fmt::format("{}{} x {} {}", out.empty() ? "" : ", ", count, device_kind_name(kind), common.empty() ? "?" : common);
+  }
   return out;
 }
 
