@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 
 def learning_curves(run_dir, summary):
@@ -55,18 +56,25 @@ def learning_curves(run_dir, summary):
             best.append(sum(bests) / len(bests) if bests else math.nan)
         ax_avg.plot(xs, avg, color=color, label=algo, linewidth=1.2)
         ax_best.plot(xs, best, color=color, label=algo, linewidth=1.8)
-    for j, res in enumerate(r for r in summary.get("results", []) if r["kind"] == "baseline"):
-        if "mean_s" in res:
-            for ax in (ax_avg, ax_best):
-                ax.axhline(res["mean_s"], color="gray", linestyle=(0, (4, 2 + j)), linewidth=0.9)
-            ax_best.annotate(res["name"], (1.0, res["mean_s"]), xycoords=("axes fraction", "data"),
-                             xytext=(3, 0), textcoords="offset points", fontsize=7, va="center", color="gray")
+    # Baselines as dashed lines; baselines with the same time share one line and one label.
+    lines = {}
+    for res in summary.get("results", []):
+        if res["kind"] == "baseline" and "mean_s" in res:
+            lines.setdefault(round(res["mean_s"], 6), []).append(res["name"])
+    for j, (value, names) in enumerate(sorted(lines.items())):
+        for ax in (ax_avg, ax_best):
+            ax.axhline(value, color="gray", linestyle=(0, (4, 2 + j)), linewidth=0.9)
+        ax_best.annotate(", ".join(names), (1.0, value), xycoords=("axes fraction", "data"),
+                         xytext=(3, 0), textcoords="offset points", fontsize=7, va="center", color="gray")
     for ax, title in ((ax_avg, "average step time per batch"), (ax_best, "best step time so far")):
         ax.set_title(title)
         ax.set_xlabel("samples")
         ax.grid(alpha=0.3)
     ax_avg.set_ylabel("seconds per step (simulated)")
     ax_avg.set_yscale("log")
+    for ax in (ax_avg, ax_best):
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
     ax_avg.legend(fontsize=8)
     fig.suptitle(f"{summary.get('scenario', '')}: {summary.get('model', '')} on {summary.get('machine', '')}", fontsize=10)
     fig.tight_layout()
