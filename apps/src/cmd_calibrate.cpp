@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -145,24 +147,47 @@ struct VerifyArgs {
   std::string graph, model, machine, placement = "single_cpu", backend = "cpu";
   int steps = 11;
   bool json = false;
+  bool by_type = false;
 };
+
+// Predicted vs measured kernel time per op type in the last measured step: where a cost model
+// is wrong, op by op, rather than only in the step total.
+struct TypeTally {
+  int64_t ops = 0;
+  double predicted_s = 0, measured_s = 0;
+};
+std::map<std::string, TypeTally> tally_by_type(const OpGraph& g, const Simulator& sim, std::span<const DeviceId> p,
+                                               const ExecutionResult& measured) {
+  std::map<std::string, TypeTally> out;
+  if (measured.op_end_s.size() != g.num_ops()) return out;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    TypeTally& t = out[g.op(v).type];
+    ++t.ops;
+    t.predicted_s += sim.op_time_s(v, sim.effective_device(v, p[v]));
+    t.measured_s += measured.op_end_s[v] - measured.op_start_s[v];
+  }
+  return out;
+}
 
 void run_verify(const VerifyArgs& a) {
   GraphSource g = load_graph_source(a.graph, a.model);
   auto ms = load_machine_source(a.machine);
   Placement p = resolve_placement(a.placement, g, *ms);
   VerifyReport r;
+  Simulator sim(g.graph, *ms->cost);
+  ExecutionResult measured;
   if (a.backend == "cpu") {
     CpuExecutorOptions eo;
     eo.steps = a.steps;
     if (ms->calibration) eo.device_cores = device_cores(CalibratedMachine{ms->machine, *ms->calibration});
     CpuExecutor exec(g.graph, ms->machine, eo);
-    r = verify_placement(g.graph, p, *ms->cost, exec);
+    measured = exec.run(p);
+    r = compare_step(sim.simulate(p), measured, ms->machine);
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
     CudaExecutor exec(g.graph, ms->machine, {.steps = a.steps});
-    Simulator sim(g.graph, *ms->cost);
-    r = compare_step(sim.simulate(p), exec.run(p), ms->machine);
+    measured = exec.run(p);
+    r = compare_step(sim.simulate(p), measured, ms->machine);
 #else
     throw InputError("--backend cuda: this placelab was built without CUDA");
 #endif
@@ -175,6 +200,9 @@ void run_verify(const VerifyArgs& a) {
                         {"error", r.error},         {"oom", r.oom},                 {"measured_steps_s", r.measured_steps_s}};
     for (const VerifyDevice& d : r.devices)
       j["devices"].push_back({{"name", d.device}, {"predicted_busy_s", d.predicted_busy_s}, {"measured_busy_s", d.measured_busy_s}});
+    if (a.by_type)
+      for (const auto& [type, t] : tally_by_type(g.graph, sim, p, measured))
+        j["by_type"][type] = {{"ops", t.ops}, {"predicted_s", t.predicted_s}, {"measured_s", t.measured_s}};
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -190,6 +218,17 @@ void run_verify(const VerifyArgs& a) {
   fmt::print("{:<10} {:>14} {:>14}\n", "device", "predicted busy", "measured busy");
   for (const VerifyDevice& d : r.devices)
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
+  if (!a.by_type) return;
+  auto types = tally_by_type(g.graph, sim, p, measured);
+  std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
+    return std::abs(x.second.measured_s - x.second.predicted_s) > std::abs(y.second.measured_s - y.second.predicted_s);
+  });
+  fmt::print("\nlast step by op type, largest gap first:\n{:<28} {:>6} {:>12} {:>12} {:>8}\n", "op type", "ops", "predicted",
+             "measured", "error");
+  for (const auto& [type, t] : rows)
+    fmt::print("{:<28} {:>6} {:>12} {:>12} {:>+7.1f}%\n", type, t.ops, format_seconds(t.predicted_s),
+               format_seconds(t.measured_s), t.measured_s > 0 ? 100 * (t.predicted_s - t.measured_s) / t.measured_s : 0.0);
 }
 
 }  // namespace
@@ -228,6 +267,7 @@ void add_calibrate_commands(CLI::App& app) {
   ver->add_option("--steps", va->steps, "Steps to run; the first is warm-up and not counted")->capture_default_str();
   ver->add_option("--backend", va->backend, "cpu (this machine) or cuda (a GPU node)")->capture_default_str();
   ver->add_flag("--json", va->json, "Print JSON: predicted_s, measured_s, error, per-device busy time");
+  ver->add_flag("--by-type", va->by_type, "Also compare predicted and measured kernel time per op type (last step)");
   ver->footer(
       "Example:\n  placelab verify --model cifar10_cnn:batch=8 --machine hwmodels/calibrated/localhost.yaml \\\n"
       "                  --placement random:3 --steps 11");

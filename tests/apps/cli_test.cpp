@@ -276,4 +276,32 @@ TEST_F(Cli, ModelsExportInspect) {
   EXPECT_EQ(placelab("export resnet50:depth=3").status, 2);
 }
 
+TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
+  // Two one-core CPU devices described by hand (analytic cost model): verify needs no calibration.
+  std::string machine = write("two-cpus.yaml",
+                              "name: two-cpus\n"
+                              "devices:\n"
+                              "  - {name: cpu:0, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
+                              " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
+                              "  - {name: cpu:1, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
+                              " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
+                              "links:\n"
+                              "  - {a: cpu:0, b: cpu:1, kind: memory, bandwidth_Bps: 1.0e10, latency_s: 1.0e-6}\n");
+  CliResult r = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + machine +
+                         " -p random:1 --steps 2 --json --by-type");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["measured_s"].get<double>(), 0);
+  EXPECT_GT(j["predicted_s"].get<double>(), 0);
+  ASSERT_TRUE(j.contains("by_type"));
+  int64_t ops = 0;
+  for (const auto& [type, t] : j["by_type"].items()) ops += t["ops"].get<int64_t>();
+  {
+    CliResult i = placelab("inspect --model cifar10_cnn:batch=2,granularity=layer --json");
+    ASSERT_EQ(i.status, 0) << i.out;
+    EXPECT_EQ(ops, nlohmann::json::parse(i.out)["ops"].get<int64_t>());
+  }
+  EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " --steps 1").status, 2);
+}
+
 }  // namespace
