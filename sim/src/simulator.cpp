@@ -1,6 +1,7 @@
 // The simulator's kernel: the flat graph built once per (graph, cost model), the per-thread
 // workspace, and the event loop. The rules it implements are docs/simulator.md; the comments
-// here explain how, and why the data is laid out the way it is (no allocation per evaluation).
+// here explain how, and why the data is laid out the way it is (no allocation per evaluation,
+// few cache lines and few unpredictable branches per op and per transfer).
 #include "placelab/sim/simulator.h"
 
 #include <algorithm>
@@ -30,6 +31,26 @@ struct InEdge {
   bool data = true;
 };
 
+// What the event loop reads about an op when it starts or finishes, in one 32-byte record: its
+// adjacency ranges and sizes then share one cache line instead of four arrays.
+struct OpInfo {
+  uint32_t out_begin = 0, out_end = 0;  // range in FlatGraph::out
+  uint32_t in_begin = 0, in_end = 0;    // range in FlatGraph::in
+  int64_t output_bytes = 0;
+  int64_t send_bytes = 0;  // wire size of the op's output: max bytes of its data edges
+};
+
+// Per ordered device pair (src * num_devices + dst): its route as a range of
+// FlatGraph::route_hops, and the transfer time line latency + bytes × seconds_per_byte when the
+// cost model is affine for that pair (checked at probe sizes), which saves a virtual call per
+// transfer; otherwise the cost model is asked for every transfer.
+struct PairInfo {
+  double latency_s = 0;
+  double s_per_byte = 0;
+  uint32_t hop_begin = 0, hop_end = 0;
+  bool affine = false;
+};
+
 // Everything an evaluation reads, flattened once so the hot loop touches only contiguous arrays.
 struct FlatGraph {
   const CostModel* cost = nullptr;
@@ -38,25 +59,18 @@ struct FlatGraph {
   uint32_t num_devices = 0;
   uint32_t num_links = 0;         // link directions
   uint32_t num_data_edges = 0;    // bounds the number of transfers of one evaluation
-  std::vector<uint32_t> out_off;  // num_ops + 1
+  std::vector<OpInfo> ops;
   std::vector<OutEdge> out;
-  std::vector<uint32_t> in_off;   // num_ops + 1
   std::vector<InEdge> in;
+  std::vector<uint32_t> sources;  // ops without in-edges, by id: ready at t = 0
   std::vector<double> op_time_s;  // op * num_devices + device
-  std::vector<int64_t> output_bytes;
   std::vector<int64_t> persistent_bytes;
-  std::vector<int64_t> send_bytes;  // wire size of the op's output: max bytes of its data edges
   std::vector<uint8_t> cpu_only;
   std::vector<uint8_t> device_is_gpu;
   bool has_cpu = false;
   DeviceId default_cpu = 0;
-  std::vector<uint32_t> route_off;  // (src * num_devices + dst) → range in route_hops
+  std::vector<PairInfo> pairs;    // num_devices²
   std::vector<LinkDirection> route_hops;
-  // Per device pair: transfer time = latency + bytes × seconds_per_byte when the cost model is
-  // affine for that pair (checked at probe sizes), which saves a virtual call per transfer;
-  // otherwise the cost model is asked for every transfer.
-  std::vector<uint8_t> copy_affine;
-  std::vector<double> copy_latency_s, copy_s_per_byte;
   std::vector<uint32_t> slot_off;   // device → first compute slot; num_devices + 1 entries
   std::vector<int64_t> capacity_bytes;
 
@@ -70,7 +84,8 @@ struct FlatGraph {
 // finish the id is the op; for a transfer it is 2 × transfer + (0 start, 1 finish), so transfer
 // events at one instant go in issue order, a transfer's start before its finish.
 // Times are never negative, and the bit patterns of non-negative doubles order like the values,
-// so (time, key) packs into one 128-bit integer compared without branches.
+// so (time, key) packs into one 128-bit integer compared without branches. Keys are unique, so
+// the order is total and any correct priority queue pops the same sequence.
 struct Event {
   unsigned __int128 order = 0;
 
@@ -80,6 +95,10 @@ struct Event {
   double time() const { return std::bit_cast<double>(static_cast<uint64_t>(order >> 64)); }
   uint64_t key() const { return static_cast<uint64_t>(order); }
 };
+
+// "No event": all ones, above every real event (real times are finite, so their top bits are
+// below the NaN pattern). Empty leaves of the event tree hold it.
+inline constexpr unsigned __int128 kNoEvent = ~static_cast<unsigned __int128>(0);
 
 // Event kinds in processing order at one instant.
 constexpr uint64_t kOpFinish = 0;
@@ -93,122 +112,117 @@ struct ReadyOp {
 
 inline bool before(const Event& a, const Event& b) { return a.order < b.order; }
 
-// Binary min-heap on storage the caller sized in advance: no allocation, no bounds growth. It
-// holds at most slots + link directions entries, so operations are a few levels deep.
-template <typename T>
-inline void heap_push(T* heap, uint32_t& size, T value) {
-  uint32_t i = size++;
-  while (i > 0) {
-    uint32_t parent = (i - 1) / 2;
-    if (!before(value, heap[parent])) break;
-    heap[i] = heap[parent];
-    i = parent;
-  }
-  heap[i] = value;
-}
-
-template <typename T>
-inline T heap_pop(T* heap, uint32_t& size) {
-  T top = heap[0];
-  const uint32_t n = --size;
-  if (n == 0) return top;
-  T last = heap[n];
-  uint32_t i = 0;
-  for (;;) {
-    uint32_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && before(heap[child + 1], heap[child])) ++child;
-    if (!before(heap[child], last)) break;
-    heap[i] = heap[child];
-    i = child;
-  }
-  heap[i] = last;
-  return top;
-}
-
 // Grows `v` to at least `size` elements; never shrinks, so a reused workspace stops allocating.
 template <typename T>
 void grow(std::vector<T>& v, std::size_t size) {
   if (v.size() < size) v.resize(size);
 }
 
+// Mutable state of one op during an evaluation, packed so that the handful of fields touched when
+// an op is readied, started or finished share one cache line.
+struct OpState {
+  uint32_t pending;     // in-edges not yet satisfied
+  int32_t output_refs;  // local data consumers + outgoing transfers still to finish
+  DeviceId device;      // effective device (after soft placement)
+  uint16_t slot;        // compute slot the op runs on
+};
+
+// One transfer (at most one per data edge), in one record.
+struct Transfer {
+  double start_s;
+  double end_s;
+  uint32_t producer;
+  uint32_t next;           // next transfer in the same first-hop queue
+  int32_t copy_refs;       // consumer edges on the destination still to finish
+  LinkDirection queue;     // the first hop of its route: the queue it waits in
+  // Its consumer edges' ops: [consumers_begin, consumers_begin + copy_refs) of Impl::consumers.
+  // (When the transfer finishes, copy_refs still counts them all: none can have started.)
+  uint32_t consumers_begin;
+  DeviceId dst;
+};
+
+// Per device.
+struct DeviceState {
+  // Ready queue: a segment [ready_head, ready_tail) of Impl::ready (see there).
+  uint32_t ready_head;
+  uint32_t ready_tail;
+  uint32_t free_slots;
+  // Per-producer scratch for grouping its remote consumers by device: edge count (zero between
+  // producers), the transfer to this device, and the next free place in its consumer list.
+  uint32_t dest_edges;
+  uint32_t dest_transfer;
+  uint32_t dest_fill;
+  int64_t transient_bytes;
+  int64_t peak_transient_bytes;
+};
+
+// Per link direction: its FIFO free time, its traffic so far (copied to SimResult::links at the
+// end), and the queue of transfers whose route starts with it. Transfers sharing a first hop
+// start and finish in issue order (each starts no earlier than the previous one ends), so only a
+// queue's head needs a leaf in the event tree.
+struct LinkState {
+  double free_s;
+  double busy_s;
+  int64_t bytes;
+  uint32_t queue_head;
+  uint32_t queue_tail;
+};
+
 }  // namespace sim_detail
 
+using sim_detail::DeviceState;
 using sim_detail::Event;
-using sim_detail::grow;
 using sim_detail::FlatGraph;
+using sim_detail::grow;
+using sim_detail::LinkState;
+using sim_detail::OpState;
 using sim_detail::ReadyOp;
+using sim_detail::Transfer;
 
 struct Simulator::Prepared : FlatGraph {};
 
 // Per-evaluation state. Arrays are sized for the largest graph and machine seen so far.
 struct SimWorkspace::Impl {
-  // Per op.
-  std::vector<DeviceId> device;      // effective device (after soft placement)
-  std::vector<uint32_t> pending;     // in-edges not yet satisfied
-  std::vector<int32_t> output_refs;  // local data consumers + outgoing transfers still to finish
-  std::vector<uint16_t> slot;        // compute slot the op runs on
+  std::vector<OpState> ops;
   // Per in-edge: the transfer whose received copy feeds this edge (remote data edges only).
   std::vector<uint32_t> in_transfer;
+  // The consumer ops of each transfer, one entry per edge, in segments (Transfer::consumers_begin)
+  // filled when it is issued: its finish readies exactly them, without rescanning the
+  // producer's out-edges for ones on its destination.
+  std::vector<uint32_t> consumers;
   // Per device, segments of one array: ready queues. Ops become ready at non-decreasing times
   // and each op enters its device's queue once, so a queue is a FIFO over its segment (sized by
   // the ops placed there) whose tail is kept sorted by id among ops ready at the same time.
   std::vector<ReadyOp> ready;
-  std::vector<uint32_t> ready_head, ready_tail;
-  // The event heap: running ops' finishes (at most one per compute slot) and the next event of
-  // each non-empty transfer queue (at most one per link direction).
+  // The event queue: a tournament tree (see Evaluation::set_leaf) over one leaf per compute slot
+  // (the finish of the op running there) and one per link direction (the next event of the
+  // transfers queued on it); 2 × leaves entries.
   std::vector<Event> events;
-  // Per transfer (at most one per data edge).
-  std::vector<uint32_t> transfer_producer;
-  std::vector<DeviceId> transfer_dst;
-  std::vector<int32_t> copy_refs;  // consumer edges on the destination still to finish
-  std::vector<double> transfer_start_s, transfer_end_s;
-  std::vector<uint32_t> transfer_next;  // next transfer in the same first-hop queue
-  // Per link direction: when its FIFO is free again, and the queue of transfers whose route
-  // starts with it. Transfers sharing a first hop start and finish in issue order (each starts
-  // no earlier than the previous one ends), so only a queue's head needs a place in the heap.
-  std::vector<double> link_free_s;
-  std::vector<uint32_t> queue_head, queue_tail;
-  // Per compute slot / device.
-  std::vector<uint8_t> slot_busy;
-  std::vector<uint32_t> free_slots;
-  std::vector<int64_t> transient_bytes, peak_transient_bytes;
-  std::vector<uint8_t> dirty;
-  std::vector<DeviceId> dirty_list;
-  // Per-producer scratch for grouping its remote consumers by device; zero between producers.
-  std::vector<uint32_t> dest_edges;
-  std::vector<uint32_t> dest_transfer;
-  std::vector<DeviceId> dest_list;
+  std::vector<Transfer> transfers;
+  std::vector<LinkState> links;
+  std::vector<DeviceState> devices;
+  // Per compute slot. Not uint8_t: a store through a char type may alias anything, which would
+  // make the compiler reload every array pointer of the event loop after it.
+  std::vector<uint32_t> slot_busy;
+  // Bit sets over device ids (64 per word): devices touched since the last dispatch, and the
+  // remote destinations of the finishing producer. Walking set bits yields ids in increasing
+  // order, which both rules need, without sorting.
+  std::vector<uint64_t> dirty_bits;
+  std::vector<uint64_t> dest_bits;
 
   void reserve_for(const FlatGraph& g) {
     const std::size_t n = g.num_ops, nd = g.num_devices;
-    grow(device, n);
-    grow(pending, n);
-    grow(output_refs, n);
-    grow(slot, n);
+    grow(ops, n);
     grow(in_transfer, g.in.size());
+    grow(consumers, g.num_data_edges);
     grow(ready, n);
-    grow(ready_head, nd);
-    grow(ready_tail, nd);
-    grow(events, std::size_t{g.slot_off[nd]} + g.num_links + 1);
-    grow(transfer_producer, g.num_data_edges);
-    grow(transfer_dst, g.num_data_edges);
-    grow(copy_refs, g.num_data_edges);
-    grow(transfer_start_s, g.num_data_edges);
-    grow(transfer_end_s, g.num_data_edges);
-    grow(transfer_next, g.num_data_edges);
-    grow(link_free_s, g.num_links);
-    grow(queue_head, g.num_links);
-    grow(queue_tail, g.num_links);
+    grow(events, 2 * (std::size_t{g.slot_off[nd]} + g.num_links));
+    grow(transfers, g.num_data_edges);
+    grow(links, g.num_links);
+    grow(devices, nd);
     grow(slot_busy, g.slot_off[nd]);
-    grow(free_slots, nd);
-    grow(transient_bytes, nd);
-    grow(peak_transient_bytes, nd);
-    grow(dirty, nd);
-    grow(dirty_list, nd);
-    grow(dest_edges, nd);
-    grow(dest_transfer, nd);
-    grow(dest_list, nd);
+    grow(dirty_bits, (nd + 63) / 64);
+    grow(dest_bits, (nd + 63) / 64);
   }
 };
 
@@ -219,23 +233,11 @@ SimWorkspace& SimWorkspace::operator=(SimWorkspace&&) noexcept = default;
 
 namespace {
 
-using sim_detail::heap_pop;
-using sim_detail::heap_push;
+using sim_detail::kNoEvent;
 using sim_detail::kOpFinish;
 using sim_detail::kTransfer;
 
 constexpr uint32_t kNoTransfer = std::numeric_limits<uint32_t>::max();
-
-// Insertion sort for the handful of device ids a producer or an instant touches.
-void sort_small(DeviceId* ids, uint32_t count) {
-  if (count < 2) return;
-  for (uint32_t i = 1; i < count; ++i) {
-    DeviceId v = ids[i];
-    uint32_t j = i;
-    for (; j > 0 && ids[j - 1] > v; --j) ids[j] = ids[j - 1];
-    ids[j] = v;
-  }
-}
 
 // One evaluation: binds the flat graph, the workspace and the result for the event loop.
 // kRecord (SimOptions::record_timeline) is a template parameter so that the hot path carries no
@@ -243,14 +245,16 @@ void sort_small(DeviceId* ids, uint32_t count) {
 template <bool kRecord>
 class Evaluation {
  public:
-  Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r) : g_(g), w_(w), r_(r), nd_(g.num_devices) {}
+  Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
+      : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
+        ops_(w.ops.data()), devs_(w.devices.data()), links_(w.links.data()), xfers_(w.transfers.data()),
+        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(num_slots_ + g.num_links) {}
 
   void run(std::span<const DeviceId> placement) {
     const uint32_t n = g_.num_ops;
     r_.devices.resize(nd_);
     r_.links.resize(g_.num_links);
     std::fill(r_.devices.begin(), r_.devices.end(), DeviceStats{});
-    std::fill(r_.links.begin(), r_.links.end(), LinkStats{});
     r_.step_time_s = 0;
     r_.transfers = 0;
     r_.oom = false;
@@ -259,69 +263,70 @@ class Evaluation {
     r_.timeline.clear();
     r_.memory_timeline.clear();
 
-    for (uint32_t d = 0; d < nd_; ++d) {
-      w_.ready_tail[d] = 0;
-      w_.free_slots[d] = g_.slot_off[d + 1] - g_.slot_off[d];
-      w_.transient_bytes[d] = 0;
-      w_.peak_transient_bytes[d] = 0;
-      w_.dirty[d] = 0;
-      w_.dest_edges[d] = 0;
-    }
-    std::fill_n(w_.slot_busy.begin(), g_.slot_off[nd_], uint8_t{0});
-    std::fill_n(w_.link_free_s.begin(), g_.num_links, 0.0);
-    std::fill_n(w_.queue_head.begin(), g_.num_links, kNoTransfer);
+    for (uint32_t d = 0; d < nd_; ++d)
+      devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, 0, 0};
+    for (uint32_t l = 0; l < g_.num_links; ++l) links_[l] = LinkState{0.0, 0.0, 0, kNoTransfer, 0};
+    std::fill_n(w_.slot_busy.begin(), g_.slot_off[nd_], uint32_t{0});
+    std::fill_n(w_.dirty_bits.begin(), nwords_, uint64_t{0});
+    std::fill_n(w_.dest_bits.begin(), nwords_, uint64_t{0});
 
     // Effective devices, ready-queue segment sizes and persistent memory.
     for (uint32_t op = 0; op < n; ++op) {
-      DeviceId d = g_.effective_device(op, placement[op]);
-      w_.device[op] = d;
-      w_.pending[op] = g_.in_off[op + 1] - g_.in_off[op];
-      ++w_.ready_tail[d];  // counted here, turned into segment offsets below
+      const DeviceId d = g_.effective_device(op, placement[op]);
+      const sim_detail::OpInfo& info = g_.ops[op];
+      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0};
+      ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
     }
     uint32_t off = 0;
     for (uint32_t d = 0; d < nd_; ++d) {
-      const uint32_t count = w_.ready_tail[d];
-      w_.ready_head[d] = w_.ready_tail[d] = off;
+      const uint32_t count = devs_[d].ready_tail;
+      devs_[d].ready_head = devs_[d].ready_tail = off;
       off += count;
     }
     if constexpr (kRecord)
       for (uint32_t d = 0; d < nd_; ++d)
         r_.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r_.devices[d].persistent_bytes});
 
-    num_events_ = 0;
+    for (uint32_t i = 0; i < 2 * num_leaves_; ++i) tree_[i].order = kNoEvent;
     num_transfers_ = 0;
+    num_consumers_ = 0;
     finished_ = 0;
-    for (uint32_t op = 0; op < n; ++op)
-      if (w_.pending[op] == 0) make_ready(op, 0.0);
-    dispatch_dirty(0.0);
+    any_dirty_ = false;
+    for (uint32_t op : g_.sources) make_ready(op, 0.0);
 
+    // Everything that happens at one instant first, then the dispatch (when the next event is
+    // later, or there is none): so that ops made ready at one instant compete by id, and frees
+    // at an instant precede the allocations of new starts. A dispatch may schedule zero-length
+    // ops at the same instant; they are handled in a new round at that instant.
     double now = 0;
-    while (has_events()) {
-      now = next_time();
-      // Everything that happens at `now` first, then the dispatch: so that ops made ready at one
-      // instant compete by id, and frees at an instant precede the allocations of new starts.
-      do {
-        const Event e = pop_event();
-        const auto id = static_cast<uint32_t>(e.key() & 0xffffffffu);
-        if ((e.key() >> 32) == kOpFinish) {
-          finish_op(id, now);
-        } else if ((id & 1) == 0) {
-          start_transfer(id >> 1, now);
-        } else {
-          finish_transfer(id >> 1, now);
-        }
-      } while (has_events() && next_time() == now);
-      dispatch_dirty(now);
+    for (;;) {
+      Event e = tree_[1];
+      if (any_dirty_ && e.time() != now) {  // kNoEvent's time is NaN: unequal to any time
+        dispatch_dirty(now);
+        e = tree_[1];
+      }
+      if (e.order == kNoEvent) break;
+      // The handler replaces or clears the event's leaf, which removes it from the queue.
+      now = e.time();
+      const auto id = static_cast<uint32_t>(e.key());
+      if ((e.key() >> 32) == kOpFinish) {
+        finish_op(id, now);
+      } else if ((id & 1) == 0) {
+        start_transfer(id >> 1, now);
+      } else {
+        finish_transfer(id >> 1, now);
+      }
     }
     PLACELAB_CHECK(finished_ == n) << "only " << finished_ << " of " << n << " ops ran";
     r_.step_time_s = now;
     r_.transfers = num_transfers_;
 
+    for (uint32_t l = 0; l < g_.num_links; ++l) r_.links[l] = LinkStats{links_[l].bytes, links_[l].busy_s};
     int64_t worst = 0;
     for (uint32_t d = 0; d < nd_; ++d) {
       DeviceStats& s = r_.devices[d];
-      s.peak_memory_bytes = s.persistent_bytes + w_.peak_transient_bytes[d];
+      s.peak_memory_bytes = s.persistent_bytes + devs_[d].peak_transient_bytes;
       int64_t excess = s.peak_memory_bytes - g_.capacity_bytes[d];
       if (excess > worst) {
         worst = excess;
@@ -336,225 +341,257 @@ class Evaluation {
   }
 
  private:
-  // The event queue is the heap plus one "hot" slot holding the smallest event pushed since the
-  // last pop that came from it. Handling an event often schedules the very next one (a transfer
-  // queue's next start, a finish soon after a start); that one then skips the heap entirely.
-  // The minimum is always min(hot, heap top), so the processing order is exactly the heap's.
-  void push_event(double time, uint64_t kind, uint32_t id) {
-    const Event e{time, kind << 32 | id};
-    if (!has_hot_) {
-      hot_ = e;
-      has_hot_ = true;
-    } else if (sim_detail::before(e, hot_)) {
-      heap_push(w_.events.data(), num_events_, hot_);
-      hot_ = e;
-    } else {
-      heap_push(w_.events.data(), num_events_, e);
+  // The event queue. Every pending event belongs to one resource that has at most one at a time:
+  // a compute slot (the finish of its op) or a link direction's transfer queue (its head's start
+  // or finish). So the queue is a tournament tree over a fixed set of leaves, slots first, then
+  // link directions: leaves at [L, 2L) of tree_, node i < L holds the smaller of nodes 2i and
+  // 2i + 1, and tree_[1] is the next event (kNoEvent when none). Setting a leaf replays its path
+  // to the root: a fixed number of compare-and-select steps without data-dependent branches,
+  // and popping an event plus scheduling the same resource's next one is one such replay.
+  void set_leaf(uint32_t leaf, Event e) {
+    uint32_t i = leaf + num_leaves_;
+    tree_[i] = e;
+    while (i > 1) {
+      const Event sibling = tree_[i ^ 1];
+      if (sim_detail::before(sibling, e)) e = sibling;
+      i >>= 1;
+      tree_[i] = e;
     }
   }
-  bool has_events() const { return has_hot_ || num_events_ > 0; }
-  bool hot_is_next() const { return has_hot_ && (num_events_ == 0 || sim_detail::before(hot_, w_.events[0])); }
-  double next_time() const { return hot_is_next() ? hot_.time() : w_.events[0].time(); }
-  Event pop_event() {
-    if (hot_is_next()) {
-      has_hot_ = false;
-      return hot_;
-    }
-    return heap_pop(w_.events.data(), num_events_);
+  void clear_leaf(uint32_t leaf) { set_leaf(leaf, kNoEventValue()); }
+  static Event kNoEventValue() {
+    Event e;
+    e.order = kNoEvent;
+    return e;
   }
+  uint32_t queue_leaf(LinkDirection queue) const { return num_slots_ + queue; }
 
+  // Memory accounting. Without a timeline, a zero-byte buffer needs no test: adding 0 changes
+  // neither the total nor the peak. With one, empty buffers are not sampled (docs/simulator.md).
   void allocate(DeviceId d, int64_t bytes, double now) {
-    if (bytes == 0) return;
-    int64_t in_use = (w_.transient_bytes[d] += bytes);
-    if (in_use > w_.peak_transient_bytes[d]) w_.peak_transient_bytes[d] = in_use;
+    if constexpr (kRecord)
+      if (bytes == 0) return;
+    DeviceState& ds = devs_[d];
+    const int64_t in_use = (ds.transient_bytes += bytes);
+    ds.peak_transient_bytes = std::max(ds.peak_transient_bytes, in_use);
     if constexpr (kRecord) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
   }
 
   void release(DeviceId d, int64_t bytes, double now) {
-    if (bytes == 0) return;
-    int64_t in_use = (w_.transient_bytes[d] -= bytes);
+    if constexpr (kRecord)
+      if (bytes == 0) return;
+    const int64_t in_use = (devs_[d].transient_bytes -= bytes);
     if constexpr (kRecord) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
+    (void)in_use;
+    (void)now;
   }
 
   void mark_dirty(DeviceId d) {
-    if (!w_.dirty[d]) {
-      w_.dirty[d] = 1;
-      w_.dirty_list[num_dirty_++] = d;
-    }
+    w_.dirty_bits[d >> 6] |= uint64_t{1} << (d & 63);
+    any_dirty_ = true;
   }
 
   // Appends `op` to its device's FIFO; among ops ready at the same time, smaller ids go first.
   void make_ready(uint32_t op, double now) {
-    const DeviceId d = w_.device[op];
+    const DeviceId d = ops_[op].device;
     ReadyOp* queue = w_.ready.data();
-    const uint32_t head = w_.ready_head[d];
-    uint32_t i = w_.ready_tail[d]++;
+    DeviceState& ds = devs_[d];
+    const uint32_t head = ds.ready_head;
+    uint32_t i = ds.ready_tail++;
     for (; i > head && queue[i - 1].time == now && queue[i - 1].op > op; --i) queue[i] = queue[i - 1];
     queue[i] = ReadyOp{now, op};
     mark_dirty(d);
   }
 
   // Starts ready ops on the free slots of every device touched since the last dispatch, in
-  // device-id order.
-  [[gnu::always_inline]] void dispatch_dirty(double now) {
-    sort_small(w_.dirty_list.data(), num_dirty_);
-    for (uint32_t i = 0; i < num_dirty_; ++i) {
-      DeviceId d = w_.dirty_list[i];
-      w_.dirty[d] = 0;
-      dispatch(d, now);
+  // device-id order (set bits from the lowest).
+  void dispatch_dirty(double now) {
+    any_dirty_ = false;
+    for (uint32_t k = 0; k < nwords_; ++k) {
+      uint64_t bits = w_.dirty_bits[k];
+      w_.dirty_bits[k] = 0;
+      for (; bits != 0; bits &= bits - 1)
+        dispatch(static_cast<DeviceId>(k * 64 + static_cast<uint32_t>(std::countr_zero(bits))), now);
     }
-    num_dirty_ = 0;
   }
 
   void dispatch(DeviceId d, double now) {
-    while (w_.free_slots[d] > 0 && w_.ready_head[d] < w_.ready_tail[d]) {
-      const uint32_t op = w_.ready[w_.ready_head[d]++].op;
+    DeviceState& ds = devs_[d];
+    while (ds.free_slots > 0 && ds.ready_head < ds.ready_tail) {
+      const uint32_t op = w_.ready[ds.ready_head++].op;
       const uint32_t first = g_.slot_off[d];
       uint32_t s = first;
       while (w_.slot_busy[s]) ++s;  // lowest free slot; a free one exists (free_slots > 0)
       w_.slot_busy[s] = 1;
-      --w_.free_slots[d];
-      w_.slot[op] = static_cast<uint16_t>(s - first);
+      --ds.free_slots;
+      ops_[op].slot = static_cast<uint16_t>(s - first);
       const double duration = g_.op_time_s[std::size_t{op} * nd_ + d];
-      allocate(d, g_.output_bytes[op], now);
+      allocate(d, g_.ops[op].output_bytes, now);
       DeviceStats& stats = r_.devices[d];
       stats.busy_s += duration;
       ++stats.num_ops;
-      push_event(now + duration, kOpFinish, op);
+      set_leaf(s, Event{now + duration, kOpFinish << 32 | op});
       if constexpr (kRecord) {
         r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, static_cast<uint16_t>(s - first), now,
-                               now + duration, g_.output_bytes[op]});
+                               now + duration, g_.ops[op].output_bytes});
       }
     }
   }
 
   void finish_op(uint32_t op, double now) {
-    const DeviceId d = w_.device[op];
-    w_.slot_busy[g_.slot_off[d] + w_.slot[op]] = 0;
-    ++w_.free_slots[d];
+    OpState& self = ops_[op];
+    const DeviceId d = self.device;
+    const sim_detail::OpInfo& info = g_.ops[op];
+    const uint32_t slot = g_.slot_off[d] + self.slot;
+    w_.slot_busy[slot] = 0;
+    clear_leaf(slot);
+    ++devs_[d].free_slots;
     mark_dirty(d);
     ++finished_;
 
     // Successors: local data edges and every control edge are satisfied now; remote data edges
-    // are grouped by destination device, one transfer each.
-    const uint32_t out_begin = g_.out_off[op], out_end = g_.out_off[op + 1];
+    // are grouped by destination device (a bit set and a count per device), one transfer each.
+    const sim_detail::OutEdge* out = g_.out.data();
     int32_t refs = 0;
     uint32_t num_dest = 0;
-    for (uint32_t k = out_begin; k < out_end; ++k) {
-      const sim_detail::OutEdge& e = g_.out[k];
-      const DeviceId dc = w_.device[e.dst];
+    for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
+      const sim_detail::OutEdge& e = out[k];
+      OpState& c = ops_[e.dst];
+      const DeviceId dc = c.device;
       if (!e.data || dc == d) {
-        if (e.data) ++refs;
-        if (--w_.pending[e.dst] == 0) make_ready(e.dst, now);
-      } else if (w_.dest_edges[dc]++ == 0) {
-        w_.dest_list[num_dest++] = dc;
+        refs += e.data ? 1 : 0;
+        if (--c.pending == 0) make_ready(e.dst, now);
+      } else if (devs_[dc].dest_edges++ == 0) {
+        w_.dest_bits[dc >> 6] |= uint64_t{1} << (dc & 63);
+        ++num_dest;
       }
     }
     if (num_dest > 0) {
-      sort_small(w_.dest_list.data(), num_dest);
-      for (uint32_t i = 0; i < num_dest; ++i) send(op, d, w_.dest_list[i], now);
-      for (uint32_t k = out_begin; k < out_end; ++k) {
-        const sim_detail::OutEdge& e = g_.out[k];
-        const DeviceId dc = w_.device[e.dst];
-        if (e.data && dc != d) w_.in_transfer[e.in_pos] = w_.dest_transfer[dc];
+      // Transfers in increasing destination id.
+      for (uint32_t k = 0; k < nwords_; ++k) {
+        uint64_t bits = w_.dest_bits[k];
+        w_.dest_bits[k] = 0;
+        for (; bits != 0; bits &= bits - 1)
+          send(op, info.send_bytes, d, static_cast<DeviceId>(k * 64 + static_cast<uint32_t>(std::countr_zero(bits))),
+               now);
       }
-      for (uint32_t i = 0; i < num_dest; ++i) w_.dest_edges[w_.dest_list[i]] = 0;
+      for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
+        const sim_detail::OutEdge& e = out[k];
+        const DeviceId dc = ops_[e.dst].device;
+        if (e.data && dc != d) {
+          DeviceState& ds = devs_[dc];
+          w_.in_transfer[e.in_pos] = ds.dest_transfer;
+          w_.consumers[ds.dest_fill++] = e.dst;
+        }
+      }
     }
     refs += static_cast<int32_t>(num_dest);
-    w_.output_refs[op] = refs;
-    if (refs == 0) release(d, g_.output_bytes[op], now);
+    self.output_refs = refs;
+    if (refs == 0) release(d, info.output_bytes, now);
 
     // Inputs: this consumer no longer needs them.
-    for (uint32_t k = g_.in_off[op], end = g_.in_off[op + 1]; k < end; ++k) {
-      const sim_detail::InEdge& e = g_.in[k];
+    const sim_detail::InEdge* in = g_.in.data();
+    for (uint32_t k = info.in_begin; k < info.in_end; ++k) {
+      const sim_detail::InEdge& e = in[k];
       if (!e.data) continue;
-      if (w_.device[e.src] == d) {
-        if (--w_.output_refs[e.src] == 0) release(d, g_.output_bytes[e.src], now);
+      OpState& p = ops_[e.src];
+      if (p.device == d) {
+        if (--p.output_refs == 0) release(d, g_.ops[e.src].output_bytes, now);
       } else {
-        const uint32_t x = w_.in_transfer[k];
-        if (--w_.copy_refs[x] == 0) release(d, g_.send_bytes[e.src], now);
+        if (--xfers_[w_.in_transfer[k]].copy_refs == 0) release(d, g_.ops[e.src].send_bytes, now);
       }
     }
   }
 
   // Issues the transfer of `producer`'s output to `dst`. Links are FIFO resources reserved at
   // issue time: the transfer starts once every hop of its route is free and holds all of them.
-  void send(uint32_t producer, DeviceId src, DeviceId dst, double now) {
+  void send(uint32_t producer, int64_t bytes, DeviceId src, DeviceId dst, double now) {
     const uint32_t x = num_transfers_++;
-    w_.transfer_producer[x] = producer;
-    w_.transfer_dst[x] = dst;
-    w_.copy_refs[x] = static_cast<int32_t>(w_.dest_edges[dst]);
-    w_.dest_transfer[dst] = x;
+    DeviceState& ds = devs_[dst];
+    Transfer& t = xfers_[x];
+    t.producer = producer;
+    t.dst = dst;
+    t.copy_refs = static_cast<int32_t>(ds.dest_edges);
+    t.next = kNoTransfer;
+    t.consumers_begin = num_consumers_;
+    ds.dest_transfer = x;
+    ds.dest_fill = num_consumers_;
+    num_consumers_ += ds.dest_edges;
+    ds.dest_edges = 0;  // reset the per-producer scratch for the next producer
 
-    const int64_t bytes = g_.send_bytes[producer];
-    const std::size_t pair = std::size_t{src} * nd_ + dst;
-    const double duration = g_.copy_affine[pair]
-                                ? g_.copy_latency_s[pair] + static_cast<double>(bytes) * g_.copy_s_per_byte[pair]
-                                : g_.cost->transfer_time_s(bytes, src, dst);
-    // The event order and the per-link FIFO reasoning need finite, non-negative durations.
-    PLACELAB_CHECK(duration >= 0 && duration < std::numeric_limits<double>::infinity())
-        << g_.cost->describe() << ": transfer_time_s(" << bytes << ", " << src << ", " << dst << ") = " << duration;
-    const LinkDirection* hop = g_.route_hops.data() + g_.route_off[pair];
-    const LinkDirection* hop_end = g_.route_hops.data() + g_.route_off[pair + 1];
+    const sim_detail::PairInfo& pair = g_.pairs[std::size_t{src} * nd_ + dst];
+    double duration;
+    if (pair.affine) {
+      // Finite and non-negative by construction (checked when the Simulator was built).
+      duration = pair.latency_s + static_cast<double>(bytes) * pair.s_per_byte;
+    } else {
+      duration = g_.cost->transfer_time_s(bytes, src, dst);
+      // The event order and the per-link FIFO reasoning need finite, non-negative durations.
+      PLACELAB_CHECK(duration >= 0 && duration < std::numeric_limits<double>::infinity())
+          << g_.cost->describe() << ": transfer_time_s(" << bytes << ", " << src << ", " << dst << ") = " << duration;
+    }
+    const LinkDirection* hop = g_.route_hops.data() + pair.hop_begin;
+    const LinkDirection* hop_end = g_.route_hops.data() + pair.hop_end;
     double start = now;
-    for (const LinkDirection* h = hop; h != hop_end; ++h) start = std::max(start, w_.link_free_s[*h]);
+    for (const LinkDirection* h = hop; h != hop_end; ++h) start = std::max(start, links_[*h].free_s);
     const double end = start + duration;
     for (const LinkDirection* h = hop; h != hop_end; ++h) {
-      w_.link_free_s[*h] = end;
-      LinkStats& link = r_.links[*h];
+      LinkState& link = links_[*h];
+      link.free_s = end;
       link.bytes += bytes;
       link.busy_s += duration;
     }
-    w_.transfer_start_s[x] = start;
-    w_.transfer_end_s[x] = end;
-    w_.transfer_next[x] = kNoTransfer;
+    t.start_s = start;
+    t.end_s = end;
     const LinkDirection queue = *hop;
-    if (w_.queue_head[queue] == kNoTransfer) {
-      w_.queue_head[queue] = x;
-      push_event(start, kTransfer, 2 * x);
+    t.queue = queue;
+    LinkState& q = links_[queue];
+    if (q.queue_head == kNoTransfer) {
+      q.queue_head = x;
+      set_leaf(queue_leaf(queue), Event{start, kTransfer << 32 | 2 * x});
     } else {
-      w_.transfer_next[w_.queue_tail[queue]] = x;
+      xfers_[q.queue_tail].next = x;
     }
-    w_.queue_tail[queue] = x;
+    q.queue_tail = x;
     if constexpr (kRecord) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
   }
 
   void start_transfer(uint32_t x, double now) {
-    allocate(w_.transfer_dst[x], g_.send_bytes[w_.transfer_producer[x]], now);
-    push_event(w_.transfer_end_s[x], kTransfer, 2 * x + 1);
+    const Transfer& t = xfers_[x];
+    allocate(t.dst, g_.ops[t.producer].send_bytes, now);
+    set_leaf(queue_leaf(t.queue), Event{t.end_s, kTransfer << 32 | (2 * x + 1)});
   }
 
   void finish_transfer(uint32_t x, double now) {
-    const uint32_t producer = w_.transfer_producer[x];
-    const DeviceId dst = w_.transfer_dst[x];
-    // x heads its first hop's queue; hand the heap slot to the next transfer of that queue.
-    if (const uint32_t next = w_.transfer_next[x]; next != kNoTransfer) {
-      w_.queue_head[route_first_hop(producer, dst)] = next;
-      push_event(w_.transfer_start_s[next], kTransfer, 2 * next);
-    } else {
-      w_.queue_head[route_first_hop(producer, dst)] = kNoTransfer;
-    }
-    for (uint32_t k = g_.out_off[producer], end = g_.out_off[producer + 1]; k < end; ++k) {
-      const sim_detail::OutEdge& e = g_.out[k];
-      if (e.data && w_.device[e.dst] == dst && --w_.pending[e.dst] == 0) make_ready(e.dst, now);
-    }
-    if (--w_.output_refs[producer] == 0) release(w_.device[producer], g_.output_bytes[producer], now);
-  }
-
-  LinkDirection route_first_hop(uint32_t producer, DeviceId dst) const {
-    return g_.route_hops[g_.route_off[std::size_t{w_.device[producer]} * nd_ + dst]];
+    const Transfer& t = xfers_[x];
+    const uint32_t producer = t.producer;
+    // x heads its first hop's queue; hand the queue's leaf to the next transfer.
+    links_[t.queue].queue_head = t.next;
+    set_leaf(queue_leaf(t.queue),
+             t.next != kNoTransfer ? Event{xfers_[t.next].start_s, kTransfer << 32 | 2 * t.next} : kNoEventValue());
+    const uint32_t* consumer = w_.consumers.data() + t.consumers_begin;
+    for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
+      if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
+    OpState& p = ops_[producer];
+    if (--p.output_refs == 0) release(p.device, g_.ops[producer].output_bytes, now);
   }
 
   const FlatGraph& g_;
   SimWorkspace::Impl& w_;
   SimResult& r_;
   const uint32_t nd_;
-  uint32_t num_events_ = 0;
-  Event hot_;
-  bool has_hot_ = false;
+  const uint32_t nwords_;
+  OpState* const ops_;
+  DeviceState* const devs_;
+  LinkState* const links_;
+  Transfer* const xfers_;
+  Event* const tree_;
+  const uint32_t num_slots_;
+  const uint32_t num_leaves_;
   uint32_t num_transfers_ = 0;
-  uint32_t num_dirty_ = 0;
+  uint32_t num_consumers_ = 0;  // entries of Impl::consumers in use
   uint32_t finished_ = 0;
+  bool any_dirty_ = false;
 };
 
 }  // namespace
@@ -576,18 +613,22 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
 
   // CSR adjacency. The in-edge array is filled while walking out-edges, so each out-edge knows
   // the position of its twin in-edge.
-  g.out_off.assign(n + 1, 0);
-  g.in_off.assign(n + 1, 0);
+  g.ops.assign(n, {});
+  uint32_t out_total = 0, in_total = 0;
   for (OpId op = 0; op < n; ++op) {
-    g.out_off[op + 1] = g.out_off[op] + static_cast<uint32_t>(graph.out_degree(op));
-    g.in_off[op + 1] = g.in_off[op] + static_cast<uint32_t>(graph.in_degree(op));
+    sim_detail::OpInfo& info = g.ops[op];
+    info.out_begin = out_total;
+    info.out_end = out_total += static_cast<uint32_t>(graph.out_degree(op));
+    info.in_begin = in_total;
+    info.in_end = in_total += static_cast<uint32_t>(graph.in_degree(op));
+    if (info.in_begin == info.in_end) g.sources.push_back(op);
   }
-  g.out.resize(g.out_off[n]);
-  g.in.resize(g.in_off[n]);
-  g.send_bytes.assign(n, 0);
-  std::vector<uint32_t> in_fill(g.in_off.begin(), g.in_off.end() - 1);
+  g.out.resize(out_total);
+  g.in.resize(in_total);
+  std::vector<uint32_t> in_fill(n);
+  for (OpId op = 0; op < n; ++op) in_fill[op] = g.ops[op].in_begin;
   for (OpId op = 0; op < n; ++op) {
-    uint32_t k = g.out_off[op];
+    uint32_t k = g.ops[op].out_begin;
     graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
       PLACELAB_CHECK(t.bytes >= 0) << "edge " << graph.op(op).name << " -> " << graph.op(dst).name
                                    << " has bytes = " << t.bytes;
@@ -597,22 +638,23 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
       g.out[k++] = {dst, pos, data};
       if (data) {
         ++g.num_data_edges;
-        g.send_bytes[op] = std::max(g.send_bytes[op], t.bytes);
+        g.ops[op].send_bytes = std::max(g.ops[op].send_bytes, t.bytes);
       }
     });
   }
 
   g.op_time_s.resize(std::size_t{n} * nd);
-  g.output_bytes.resize(n);
   g.persistent_bytes.resize(n);
   g.cpu_only.resize(n);
+  int64_t max_send_bytes = 0;
   for (OpId op = 0; op < n; ++op) {
     const Op& o = graph.op(op);
     PLACELAB_CHECK(o.output_bytes >= 0 && o.persistent_bytes >= 0)
         << "op " << o.name << ": output_bytes = " << o.output_bytes << ", persistent_bytes = " << o.persistent_bytes;
-    g.output_bytes[op] = o.output_bytes;
+    g.ops[op].output_bytes = o.output_bytes;
     g.persistent_bytes[op] = o.persistent_bytes;
     g.cpu_only[op] = o.cpu_only ? 1 : 0;
+    max_send_bytes = std::max(max_send_bytes, g.ops[op].send_bytes);
     for (DeviceId d = 0; d < nd; ++d) {
       const double t = cost.op_time_s(o, d);
       PLACELAB_CHECK(t >= 0 && std::isfinite(t)) << cost.describe() << ": op_time_s(" << o.name << ", "
@@ -637,34 +679,35 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     g.default_cpu = *cpu;
   }
 
-  g.route_off.assign(std::size_t{nd} * nd + 1, 0);
-  g.copy_affine.assign(std::size_t{nd} * nd, 0);
-  g.copy_latency_s.assign(std::size_t{nd} * nd, 0.0);
-  g.copy_s_per_byte.assign(std::size_t{nd} * nd, 0.0);
+  g.pairs.assign(std::size_t{nd} * nd, {});
   for (DeviceId s = 0; s < nd; ++s) {
     for (DeviceId t = 0; t < nd; ++t) {
-      const std::size_t pair = std::size_t{s} * nd + t;
+      sim_detail::PairInfo& pair = g.pairs[std::size_t{s} * nd + t];
+      pair.hop_begin = static_cast<uint32_t>(g.route_hops.size());
       if (s != t) {
         const Route& r = machine.route(s, t);
         PLACELAB_CHECK(!r.hops.empty()) << "no hops from " << machine.devices[s].name << " to " << machine.devices[t].name;
         g.route_hops.insert(g.route_hops.end(), r.hops.begin(), r.hops.end());
         // Affine check: the line through 0 and 2^34 bytes must reproduce the model at every probe
-        // size to 1e-12 relative (far below any modelling error); else ask per transfer.
+        // size to 1e-12 relative (far below any modelling error); else ask per transfer. The
+        // line must also stay finite up to the largest wire size of this graph, so the hot loop
+        // needs no check of its durations.
         constexpr double kFar = 17179869184.0;  // 2^34 bytes: dividing by it is exact
         const double latency = cost.transfer_time_s(0, s, t);
         const double per_byte = (cost.transfer_time_s(static_cast<int64_t>(kFar), s, t) - latency) / kFar;
-        bool affine = latency >= 0 && per_byte >= 0 && std::isfinite(latency) && std::isfinite(per_byte);
+        bool affine = latency >= 0 && per_byte >= 0 && std::isfinite(latency) && std::isfinite(per_byte) &&
+                      std::isfinite(latency + static_cast<double>(max_send_bytes) * per_byte);
         for (int64_t probe : {int64_t{1}, int64_t{1000}, int64_t{4096}, int64_t{1} << 20, int64_t{123456789},
                               int64_t{1} << 30}) {
           const double exact = cost.transfer_time_s(probe, s, t);
           const double line = latency + static_cast<double>(probe) * per_byte;
           affine = affine && std::abs(exact - line) <= 1e-12 * std::abs(exact);
         }
-        g.copy_affine[pair] = affine ? 1 : 0;
-        g.copy_latency_s[pair] = latency;
-        g.copy_s_per_byte[pair] = per_byte;
+        pair.affine = affine;
+        pair.latency_s = latency;
+        pair.s_per_byte = per_byte;
       }
-      g.route_off[pair + 1] = static_cast<uint32_t>(g.route_hops.size());
+      pair.hop_end = static_cast<uint32_t>(g.route_hops.size());
     }
   }
 }
