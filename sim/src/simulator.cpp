@@ -48,6 +48,7 @@ struct PairInfo {
   double latency_s = 0;
   double s_per_byte = 0;
   uint32_t hop_begin = 0, hop_end = 0;
+  uint32_t queue = 0;  // the transfer queue of its first hop (see FlatGraph::num_queues)
   bool affine = false;
 };
 
@@ -59,6 +60,9 @@ struct FlatGraph {
   uint32_t num_devices = 0;
   uint32_t num_links = 0;         // link directions
   uint32_t num_data_edges = 0;    // bounds the number of transfers of one evaluation
+  // Transfer queues: one per link direction that is the first hop of some route, numbered
+  // densely. Only those ever hold a queue, so only they need a leaf in the event tree.
+  uint32_t num_queues = 0;
   std::vector<OpInfo> ops;
   std::vector<OutEdge> out;
   std::vector<InEdge> in;
@@ -134,7 +138,7 @@ struct Transfer {
   uint32_t producer;
   uint32_t next;           // next transfer in the same first-hop queue
   int32_t copy_refs;       // consumer edges on the destination still to finish
-  LinkDirection queue;     // the first hop of its route: the queue it waits in
+  uint32_t queue;          // the queue of its route's first hop, where it waits
   // Its consumer edges' ops: [consumers_begin, consumers_begin + copy_refs) of Impl::consumers.
   // (When the transfer finishes, copy_refs still counts them all: none can have started.)
   uint32_t consumers_begin;
@@ -156,16 +160,20 @@ struct DeviceState {
   int64_t peak_transient_bytes;
 };
 
-// Per link direction: its FIFO free time, its traffic so far (copied to SimResult::links at the
-// end), and the queue of transfers whose route starts with it. Transfers sharing a first hop
-// start and finish in issue order (each starts no earlier than the previous one ends), so only a
-// queue's head needs a leaf in the event tree.
+// Per link direction: its FIFO free time and its traffic so far (copied to SimResult::links at
+// the end).
 struct LinkState {
   double free_s;
   double busy_s;
   int64_t bytes;
-  uint32_t queue_head;
-  uint32_t queue_tail;
+};
+
+// The queue of transfers whose route starts with one link direction. Transfers sharing a first
+// hop start and finish in issue order (each starts no earlier than the previous one ends), so
+// only a queue's head needs a leaf in the event tree.
+struct QueueState {
+  uint32_t head;
+  uint32_t tail;
 };
 
 }  // namespace sim_detail
@@ -176,6 +184,7 @@ using sim_detail::FlatGraph;
 using sim_detail::grow;
 using sim_detail::LinkState;
 using sim_detail::OpState;
+using sim_detail::QueueState;
 using sim_detail::ReadyOp;
 using sim_detail::Transfer;
 
@@ -195,11 +204,12 @@ struct SimWorkspace::Impl {
   // the ops placed there) whose tail is kept sorted by id among ops ready at the same time.
   std::vector<ReadyOp> ready;
   // The event queue: a tournament tree (see Evaluation::set_leaf) over one leaf per compute slot
-  // (the finish of the op running there) and one per link direction (the next event of the
+  // (the finish of the op running there) and one per transfer queue (the next event of the
   // transfers queued on it); 2 × leaves entries.
   std::vector<Event> events;
   std::vector<Transfer> transfers;
   std::vector<LinkState> links;
+  std::vector<QueueState> queues;
   std::vector<DeviceState> devices;
   // Per compute slot. Not uint8_t: a store through a char type may alias anything, which would
   // make the compiler reload every array pointer of the event loop after it.
@@ -216,9 +226,10 @@ struct SimWorkspace::Impl {
     grow(in_transfer, g.in.size());
     grow(consumers, g.num_data_edges);
     grow(ready, n);
-    grow(events, 2 * (std::size_t{g.slot_off[nd]} + g.num_links));
+    grow(events, 2 * (std::size_t{g.slot_off[nd]} + g.num_queues));
     grow(transfers, g.num_data_edges);
     grow(links, g.num_links);
+    grow(queues, g.num_queues);
     grow(devices, nd);
     grow(slot_busy, g.slot_off[nd]);
     grow(dirty_bits, (nd + 63) / 64);
@@ -248,7 +259,7 @@ class Evaluation {
   Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
       : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
         ops_(w.ops.data()), devs_(w.devices.data()), links_(w.links.data()), xfers_(w.transfers.data()),
-        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(num_slots_ + g.num_links) {}
+        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(num_slots_ + g.num_queues) {}
 
   void run(std::span<const DeviceId> placement) {
     const uint32_t n = g_.num_ops;
@@ -265,7 +276,8 @@ class Evaluation {
 
     for (uint32_t d = 0; d < nd_; ++d)
       devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, 0, 0};
-    for (uint32_t l = 0; l < g_.num_links; ++l) links_[l] = LinkState{0.0, 0.0, 0, kNoTransfer, 0};
+    for (uint32_t l = 0; l < g_.num_links; ++l) links_[l] = LinkState{0.0, 0.0, 0};
+    std::fill_n(w_.queues.begin(), g_.num_queues, QueueState{kNoTransfer, 0});
     std::fill_n(w_.slot_busy.begin(), g_.slot_off[nd_], uint32_t{0});
     std::fill_n(w_.dirty_bits.begin(), nwords_, uint64_t{0});
     std::fill_n(w_.dest_bits.begin(), nwords_, uint64_t{0});
@@ -342,9 +354,8 @@ class Evaluation {
 
  private:
   // The event queue. Every pending event belongs to one resource that has at most one at a time:
-  // a compute slot (the finish of its op) or a link direction's transfer queue (its head's start
-  // or finish). So the queue is a tournament tree over a fixed set of leaves, slots first, then
-  // link directions: leaves at [L, 2L) of tree_, node i < L holds the smaller of nodes 2i and
+  // a compute slot (the finish of its op) or a transfer queue (its head's start or finish). So
+  // the queue is a tournament tree over a fixed set of leaves, slots first, then queues: leaves at [L, 2L) of tree_, node i < L holds the smaller of nodes 2i and
   // 2i + 1, and tree_[1] is the next event (kNoEvent when none). Setting a leaf replays its path
   // to the root: a fixed number of compare-and-select steps without data-dependent branches,
   // and popping an event plus scheduling the same resource's next one is one such replay.
@@ -364,7 +375,7 @@ class Evaluation {
     e.order = kNoEvent;
     return e;
   }
-  uint32_t queue_leaf(LinkDirection queue) const { return num_slots_ + queue; }
+  uint32_t queue_leaf(uint32_t queue) const { return num_slots_ + queue; }
 
   // Memory accounting. Without a timeline, a zero-byte buffer needs no test: adding 0 changes
   // neither the total nor the peak. With one, empty buffers are not sampled (docs/simulator.md).
@@ -543,16 +554,15 @@ class Evaluation {
     }
     t.start_s = start;
     t.end_s = end;
-    const LinkDirection queue = *hop;
-    t.queue = queue;
-    LinkState& q = links_[queue];
-    if (q.queue_head == kNoTransfer) {
-      q.queue_head = x;
-      set_leaf(queue_leaf(queue), Event{start, kTransfer << 32 | 2 * x});
+    t.queue = pair.queue;
+    QueueState& q = w_.queues[pair.queue];
+    if (q.head == kNoTransfer) {
+      q.head = x;
+      set_leaf(queue_leaf(pair.queue), Event{start, kTransfer << 32 | 2 * x});
     } else {
-      xfers_[q.queue_tail].next = x;
+      xfers_[q.tail].next = x;
     }
-    q.queue_tail = x;
+    q.tail = x;
     if constexpr (kRecord) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
   }
 
@@ -566,7 +576,7 @@ class Evaluation {
     const Transfer& t = xfers_[x];
     const uint32_t producer = t.producer;
     // x heads its first hop's queue; hand the queue's leaf to the next transfer.
-    links_[t.queue].queue_head = t.next;
+    w_.queues[t.queue].head = t.next;
     set_leaf(queue_leaf(t.queue),
              t.next != kNoTransfer ? Event{xfers_[t.next].start_s, kTransfer << 32 | 2 * t.next} : kNoEventValue());
     const uint32_t* consumer = w_.consumers.data() + t.consumers_begin;
@@ -680,6 +690,7 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
   }
 
   g.pairs.assign(std::size_t{nd} * nd, {});
+  std::vector<uint32_t> queue_of_link(g.num_links, std::numeric_limits<uint32_t>::max());
   for (DeviceId s = 0; s < nd; ++s) {
     for (DeviceId t = 0; t < nd; ++t) {
       sim_detail::PairInfo& pair = g.pairs[std::size_t{s} * nd + t];
@@ -688,6 +699,9 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
         const Route& r = machine.route(s, t);
         PLACELAB_CHECK(!r.hops.empty()) << "no hops from " << machine.devices[s].name << " to " << machine.devices[t].name;
         g.route_hops.insert(g.route_hops.end(), r.hops.begin(), r.hops.end());
+        uint32_t& queue = queue_of_link[r.hops.front()];
+        if (queue == std::numeric_limits<uint32_t>::max()) queue = g.num_queues++;
+        pair.queue = queue;
         // Affine check: the line through 0 and 2^34 bytes must reproduce the model at every probe
         // size to 1e-12 relative (far below any modelling error); else ask per transfer. The
         // line must also stay finite up to the largest wire size of this graph, so the hot loop
