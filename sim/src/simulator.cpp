@@ -63,6 +63,7 @@ struct FlatGraph {
   // Transfer queues: one per link direction that is the first hop of some route, numbered
   // densely. Only those ever hold a queue, so only they need a leaf in the event tree.
   uint32_t num_queues = 0;
+  uint32_t max_out_degree = 0;
   std::vector<OpInfo> ops;
   std::vector<OutEdge> out;
   std::vector<InEdge> in;
@@ -219,6 +220,8 @@ struct SimWorkspace::Impl {
   // order, which both rules need, without sorting.
   std::vector<uint64_t> dirty_bits;
   std::vector<uint64_t> dest_bits;
+  // The finishing producer's remote data edges (out-edge indices); sized by the largest out-degree.
+  std::vector<uint32_t> remote_edges;
 
   void reserve_for(const FlatGraph& g) {
     const std::size_t n = g.num_ops, nd = g.num_devices;
@@ -234,6 +237,7 @@ struct SimWorkspace::Impl {
     grow(slot_busy, g.slot_off[nd]);
     grow(dirty_bits, (nd + 63) / 64);
     grow(dest_bits, (nd + 63) / 64);
+    grow(remote_edges, g.max_out_degree);
   }
 };
 
@@ -258,7 +262,7 @@ class Evaluation {
  public:
   Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
       : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
-        ops_(w.ops.data()), devs_(w.devices.data()), links_(w.links.data()), xfers_(w.transfers.data()),
+        ops_(w.ops.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
         tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(num_slots_ + g.num_queues) {}
 
   void run(std::span<const DeviceId> placement) {
@@ -397,6 +401,18 @@ class Evaluation {
     (void)now;
   }
 
+  // Releases `bytes` on `d` when `last` (a reference count just reached zero). Without a
+  // timeline this is a subtraction of 0 or `bytes`, not a branch: whether a count reaches zero
+  // is data-dependent and would often be mispredicted.
+  void release_if(bool last, DeviceId d, int64_t bytes, double now) {
+    if constexpr (kRecord) {
+      if (last) release(d, bytes, now);
+    } else {
+      devs_[d].transient_bytes -= bytes & -static_cast<int64_t>(last);
+      (void)now;
+    }
+  }
+
   void mark_dirty(DeviceId d) {
     w_.dirty_bits[d >> 6] |= uint64_t{1} << (d & 63);
     any_dirty_ = true;
@@ -465,6 +481,7 @@ class Evaluation {
     const sim_detail::OutEdge* out = g_.out.data();
     int32_t refs = 0;
     uint32_t num_dest = 0;
+    uint32_t num_remote = 0;  // remote data edges, listed in remote_ for the second pass
     for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
       const sim_detail::OutEdge& e = out[k];
       OpState& c = ops_[e.dst];
@@ -472,9 +489,12 @@ class Evaluation {
       if (!e.data || dc == d) {
         refs += e.data ? 1 : 0;
         if (--c.pending == 0) make_ready(e.dst, now);
-      } else if (devs_[dc].dest_edges++ == 0) {
-        w_.dest_bits[dc >> 6] |= uint64_t{1} << (dc & 63);
-        ++num_dest;
+      } else {
+        remote_[num_remote++] = k;
+        if (devs_[dc].dest_edges++ == 0) {
+          w_.dest_bits[dc >> 6] |= uint64_t{1} << (dc & 63);
+          ++num_dest;
+        }
       }
     }
     if (num_dest > 0) {
@@ -486,19 +506,16 @@ class Evaluation {
           send(op, info.send_bytes, d, static_cast<DeviceId>(k * 64 + static_cast<uint32_t>(std::countr_zero(bits))),
                now);
       }
-      for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
-        const sim_detail::OutEdge& e = out[k];
-        const DeviceId dc = ops_[e.dst].device;
-        if (e.data && dc != d) {
-          DeviceState& ds = devs_[dc];
-          w_.in_transfer[e.in_pos] = ds.dest_transfer;
-          w_.consumers[ds.dest_fill++] = e.dst;
-        }
+      for (uint32_t i = 0; i < num_remote; ++i) {
+        const sim_detail::OutEdge& e = out[remote_[i]];
+        DeviceState& ds = devs_[ops_[e.dst].device];
+        w_.in_transfer[e.in_pos] = ds.dest_transfer;
+        w_.consumers[ds.dest_fill++] = e.dst;
       }
     }
     refs += static_cast<int32_t>(num_dest);
     self.output_refs = refs;
-    if (refs == 0) release(d, info.output_bytes, now);
+    release_if(refs == 0, d, info.output_bytes, now);
 
     // Inputs: this consumer no longer needs them.
     const sim_detail::InEdge* in = g_.in.data();
@@ -507,9 +524,9 @@ class Evaluation {
       if (!e.data) continue;
       OpState& p = ops_[e.src];
       if (p.device == d) {
-        if (--p.output_refs == 0) release(d, g_.ops[e.src].output_bytes, now);
+        release_if(--p.output_refs == 0, d, g_.ops[e.src].output_bytes, now);
       } else {
-        if (--xfers_[w_.in_transfer[k]].copy_refs == 0) release(d, g_.ops[e.src].send_bytes, now);
+        release_if(--xfers_[w_.in_transfer[k]].copy_refs == 0, d, g_.ops[e.src].send_bytes, now);
       }
     }
   }
@@ -583,7 +600,7 @@ class Evaluation {
     for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
       if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
     OpState& p = ops_[producer];
-    if (--p.output_refs == 0) release(p.device, g_.ops[producer].output_bytes, now);
+    release_if(--p.output_refs == 0, p.device, g_.ops[producer].output_bytes, now);
   }
 
   const FlatGraph& g_;
@@ -593,6 +610,7 @@ class Evaluation {
   const uint32_t nwords_;
   OpState* const ops_;
   DeviceState* const devs_;
+  uint32_t* const remote_;
   LinkState* const links_;
   Transfer* const xfers_;
   Event* const tree_;
@@ -632,6 +650,7 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     info.in_begin = in_total;
     info.in_end = in_total += static_cast<uint32_t>(graph.in_degree(op));
     if (info.in_begin == info.in_end) g.sources.push_back(op);
+    g.max_out_degree = std::max(g.max_out_degree, info.out_end - info.out_begin);
   }
   g.out.resize(out_total);
   g.in.resize(in_total);
