@@ -7,26 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "placelab/sim/simulator.h"
+#include "../support/alloc_counter.h"
 #include "sim_test_util.h"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// Counts every heap allocation of this test program, so a test can assert that a window of code
-// allocated nothing.
-// gcc 12 flags free() inside a replaced operator delete as a new/free mismatch; here the pair
-// is malloc/free by construction.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+using placelab::support::g_allocations;
 
 namespace placelab {
 namespace {
