@@ -74,6 +74,9 @@ void KernelTimingOptions::validate() const {
   if (min_repeats < 1) throw InputError("KernelTimingOptions.min_repeats = " + std::to_string(min_repeats) + ": must be >= 1");
   if (max_repeats < min_repeats)
     throw InputError("KernelTimingOptions.max_repeats = " + std::to_string(max_repeats) + ": must be >= min_repeats");
+  if (flush_bytes < 0) throw InputError("KernelTimingOptions.flush_bytes = " + std::to_string(flush_bytes) + ": must be >= 0");
+  if (cold_max_repeats < 1)
+    throw InputError("KernelTimingOptions.cold_max_repeats = " + std::to_string(cold_max_repeats) + ": must be >= 1");
 }
 
 int64_t cache_flush_bytes() {
@@ -86,12 +89,40 @@ int64_t cache_flush_bytes() {
   return size > 0 ? 2 * size : int64_t{4} << 20;
 }
 
+int64_t last_level_cache_flush_bytes() {
+  int64_t size = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    int64_t v = 0;
+    char unit = 0;
+    if (!(in >> v)) continue;
+    if (in >> unit) v *= unit == 'M' ? (1 << 20) : unit == 'K' ? 1024 : 1;
+    size = std::max(size, v);  // the last level is the largest
+  }
+  return size > 0 ? 2 * size : int64_t{64} << 20;
+}
+
+bool is_memory_bound(KernelClass cls) {
+  switch (cls) {
+    case KernelClass::kElementwise:
+    case KernelClass::kReduction:
+    case KernelClass::kEmbedding:
+    case KernelClass::kSoftmax:
+    case KernelClass::kCopy:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace {
 
-// Writes one byte per cache line of a thread-local buffer, evicting the kernel's data from L1/L2.
-void flush_caches() {
-  thread_local std::vector<char> buffer(static_cast<std::size_t>(cache_flush_bytes()));
-  for (std::size_t i = 0; i < buffer.size(); i += 64) buffer[i] = static_cast<char>(buffer[i] + 1);
+// Writes one byte per cache line of a thread-local buffer of `bytes`, evicting the kernel's data
+// from the caches that size covers.
+void flush_caches(int64_t bytes) {
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < static_cast<std::size_t>(bytes)) buffer.resize(static_cast<std::size_t>(bytes));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(bytes); i += 64) buffer[i] = static_cast<char>(buffer[i] + 1);
   // Keep the compiler from dropping the writes.
   asm volatile("" : : "r"(buffer.data()) : "memory");
 }
@@ -108,7 +139,7 @@ KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& opti
   double total = 0;
   while (static_cast<int>(times.size()) < options.max_repeats &&
          (static_cast<int>(times.size()) < options.min_repeats || total < options.target_s)) {
-    if (options.cold_cache) flush_caches();
+    if (options.cold_cache) flush_caches(options.flush_bytes > 0 ? options.flush_bytes : cache_flush_bytes());
     const double t = clock_s(options.clock);
     kernel.run();
     const double d = clock_s(options.clock) - t;
@@ -239,6 +270,7 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
   cal.created = utc_now_iso();
   std::vector<double> peak_flops(nd, 0), peak_bw(nd, 0);
 
+  const int64_t llc_flush = last_level_cache_flush_bytes();
   // Kernels, one device at a time (the other cores idle, so that a device's numbers are its own).
   const int total = static_cast<int>(nd * sigs.size());
   int done = 0;
@@ -251,7 +283,13 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
       cpu::run_pinned(cores[d], [&] {
         if (!cpu::pin_current_thread(cores[d])) result.pinned = false;
         cpu::CpuKernel kernel(sig, options.max_kernel_bytes);
-        t = time_kernel(kernel, options.timing);
+        KernelTimingOptions timing = options.timing;
+        if (timing.cold_cache && timing.cold_memory_bound && is_memory_bound(sig.cls)) {
+          timing.flush_bytes = llc_flush;
+          timing.max_repeats = std::min(timing.max_repeats, timing.cold_max_repeats);
+          timing.min_repeats = std::min(timing.min_repeats, timing.max_repeats);
+        }
+        t = time_kernel(kernel, timing);
       });
       // A timer tick of 0 (a kernel faster than the clock) would break the relative fit.
       const double time_s = std::max(t.median_s, 1e-9);
@@ -294,7 +332,7 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
           double sum = 0;
           while (static_cast<int>(times.size()) < options.timing.max_repeats &&
                  (static_cast<int>(times.size()) < options.timing.min_repeats || sum < options.timing.target_s)) {
-            if (options.timing.cold_cache) flush_caches();
+            if (options.timing.cold_cache) flush_caches(cache_flush_bytes());
             const double t0 = clock_s(options.timing.clock);
             std::memcpy(dst.data(), src.data(), src.size());
             times.push_back(clock_s(options.timing.clock) - t0);

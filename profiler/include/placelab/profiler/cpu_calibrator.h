@@ -40,11 +40,25 @@ struct KernelTimingOptions {
   // starts with its data out of L1/L2 — as in the executor, where other ops run in between — but
   // still in L3 when it fits. false: back-to-back runs with warm caches.
   bool cold_cache = true;
+  // Bytes cold_cache writes; 0 = cache_flush_bytes(). calibrate_cpu sets it to
+  // last_level_cache_flush_bytes() for memory-bound kernels (below).
+  int64_t flush_bytes = 0;
+  // Memory-bound kernel classes (elementwise, reduction, embedding, softmax, copy) are timed with
+  // the last-level cache flushed too, at most cold_max_repeats runs: in the executor every op has
+  // its own buffers and a step's working set exceeds the LLC, so these kernels read from DRAM
+  // (measured: with L2-only flushing they were predicted 35-65 % too fast). Compute-bound
+  // classes (gemm, convolutions) keep the L2 flush: their time hardly depends on it.
+  bool cold_memory_bound = true;
+  int cold_max_repeats = 9;
   void validate() const;  // throws InputError naming the field
 };
 
 // Bytes cold_cache writes between runs: twice this core's L2 size (sysfs), 4 MiB if unknown.
 int64_t cache_flush_bytes();
+// Twice the size of the last-level cache (the highest cache index in sysfs), 64 MiB if unknown.
+int64_t last_level_cache_flush_bytes();
+// Whether calibrate_cpu times this class with the last-level cache flushed (cold_memory_bound).
+bool is_memory_bound(KernelClass cls);
 
 struct KernelTiming {
   double median_s = 0;
