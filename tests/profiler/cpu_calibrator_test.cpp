@@ -51,6 +51,33 @@ TEST(CpuCalibration, ValidatesOptions) {
   EXPECT_THROW(o.validate(), InputError);
 }
 
+TEST(CpuTiming, MemoryBoundClassesAreTimedWithTheLastLevelCacheFlushed) {
+  for (KernelClass c : {KernelClass::kElementwise, KernelClass::kReduction, KernelClass::kEmbedding,
+                        KernelClass::kSoftmax, KernelClass::kCopy})
+    EXPECT_TRUE(is_memory_bound(c)) << kernel_class_name(c);
+  for (KernelClass c : {KernelClass::kGemm, KernelClass::kConv2D, KernelClass::kConv2DBackpropInput,
+                        KernelClass::kConv2DBackpropFilter, KernelClass::kNoop})
+    EXPECT_FALSE(is_memory_bound(c)) << kernel_class_name(c);
+  // The last level is the largest cache, so its flush covers at least the L2 flush.
+  EXPECT_GE(last_level_cache_flush_bytes(), cache_flush_bytes());
+  KernelTimingOptions bad;
+  bad.flush_bytes = -1;
+  EXPECT_THROW(bad.validate(), InputError);
+  KernelTimingOptions bad_repeats;
+  bad_repeats.cold_max_repeats = 0;
+  EXPECT_THROW(bad_repeats.validate(), InputError);
+  // An explicit flush size is honoured: a tiny kernel still times (flush 1 MiB, 3 repeats).
+  cpu::CpuKernel k(KernelSignature::elementwise(1024, 2), int64_t{1} << 30);
+  KernelTimingOptions o;
+  o.warmup_s = 0;
+  o.min_repeats = 3;
+  o.max_repeats = 3;
+  o.flush_bytes = 1 << 20;
+  KernelTiming t = time_kernel(k, o);
+  EXPECT_EQ(t.repeats, 3);
+  EXPECT_GT(t.median_s, 0);
+}
+
 TEST(CpuCalibration, MeasuresDevicesAndCopiesAndDerivesALoadableMachine) {
   CpuCalibrationOptions o = quick_options();
   OpGraph g;
