@@ -66,6 +66,25 @@ Value step_softmax(TrainingGraphBuilder& b, const std::vector<Value>& outputs, V
   return b.scale(b.add_n(losses), 1.0 / static_cast<double>(losses.size()));
 }
 
+// `layers` stacked LSTM layers unrolled over the sequence `x` (replaced by the top layer's
+// outputs), layer l named "<scope>/cell_l" with its variables and steps "<scope>/cell_l/tN", and
+// tagged layer l (the unit of expert placements).
+void lstm_stack(TrainingGraphBuilder& b, std::string_view scope, std::vector<Value>& x, int layers, int64_t units) {
+  for (int l = 0; l < layers; ++l) {
+    LstmVars v;
+    {
+      auto s = b.layer(cell(scope, l), l);
+      v = lstm_vars(b, units, units);
+    }
+    TrainingGraphBuilder::LstmState state;
+    for (std::size_t t = 0; t < x.size(); ++t) {
+      auto s = b.layer(step(cell(scope, l), static_cast<int>(t)), l);
+      state = b.lstm_cell(x[t], state, v.kernel, v.bias);
+      x[t] = state.h;
+    }
+  }
+}
+
 }  // namespace
 
 void build_rnnlm(TrainingGraphBuilder& b, const GenOptions& o) {
@@ -73,19 +92,7 @@ void build_rnnlm(TrainingGraphBuilder& b, const GenOptions& o) {
   const int layers = static_cast<int>(o.integer("layers"));
   auto in = b.input_pipeline({{n, steps}, {n, steps}});
   std::vector<Value> x = embed(b, "embedding", in[0], vocab, units);
-  for (int l = 0; l < layers; ++l) {
-    LstmVars v;
-    {
-      auto s = b.layer(cell("rnn", l), l);
-      v = lstm_vars(b, units, units);
-    }
-    TrainingGraphBuilder::LstmState state;
-    for (std::size_t t = 0; t < x.size(); ++t) {
-      auto s = b.layer(step(cell("rnn", l), static_cast<int>(t)), l);
-      state = b.lstm_cell(x[t], state, v.kernel, v.bias);
-      x[t] = state.h;
-    }
-  }
+  lstm_stack(b, "rnn", x, layers, units);
   b.minimize(step_softmax(b, x, in[1], vocab, layers - 1));
 }
 
@@ -96,19 +103,7 @@ void build_nmt(TrainingGraphBuilder& b, const GenOptions& o) {
   auto in = b.input_pipeline({{n, steps}, {n, steps}, {n, steps}});  // source, target in, target out
   // Encoder: a stack of LSTM layers over the source.
   std::vector<Value> x = embed(b, "encoder/embedding", in[0], vocab, units);
-  for (int l = 0; l < layers; ++l) {
-    LstmVars v;
-    {
-      auto s = b.layer(cell("encoder", l), l);
-      v = lstm_vars(b, units, units);
-    }
-    TrainingGraphBuilder::LstmState state;
-    for (std::size_t t = 0; t < x.size(); ++t) {
-      auto s = b.layer(step(cell("encoder", l), static_cast<int>(t)), l);
-      state = b.lstm_cell(x[t], state, v.kernel, v.bias);
-      x[t] = state.h;
-    }
-  }
+  lstm_stack(b, "encoder", x, layers, units);
   // Attention states [n, T, H] and their projection (legacy attention_decoder's 1x1 conv).
   Value memory, keys, w_query, v_att, w_out, b_out;
   {
