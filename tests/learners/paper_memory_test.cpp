@@ -1,0 +1,68 @@
+// The papers' single-GPU memory facts, checked on the zoo's training graphs and the presets: which
+// models fit one GPU and which run out of memory there (Post Table 1, Mirhoseini 2017, EAGLE).
+// The capacities are what TensorFlow's allocator gets (hwmodels/presets), not the board's size.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "placelab/hwmodels/cost_model.h"
+#include "placelab/hwmodels/machine_io.h"
+#include "placelab/learners/baselines.h"
+#include "placelab/models/zoo.h"
+#include "placelab/sim/simulator.h"
+
+namespace placelab {
+namespace {
+
+struct SingleGpu {
+  double peak_gib = 0, capacity_gib = 0;
+  bool oom = false;
+};
+
+// Simulates the single-GPU baseline (cpu_only ops on the CPU) and reports gpu:0's peak.
+SingleGpu single_gpu(std::string_view spec, std::string_view machine_name) {
+  models::Model model = models::make_model(models::ModelSpec::parse(spec));
+  Machine machine = load_machine(machine_name);
+  AnalyticCostModel cost(machine);
+  Simulator sim(model.graph, cost);
+  Placement p = single_gpu_placement(model.graph, machine);
+  SimResult r = sim.simulate(p);
+  DeviceId gpu = machine.find_device("gpu:0").value();
+  SingleGpu out{static_cast<double>(r.devices[gpu].peak_memory_bytes) / 0x1p30,
+                static_cast<double>(machine.devices[gpu].memory_bytes) / 0x1p30, r.oom};
+  std::printf("%-22s on %-7s single GPU: peak %6.2f GiB of %5.2f GiB%s\n", std::string(spec).c_str(),
+              std::string(machine_name).c_str(), out.peak_gib, out.capacity_gib, out.oom ? "  OOM" : "");
+  return out;
+}
+
+TEST(PaperMemoryFacts, CnnsAtBatch32FitOneK80) {
+  // Post Table 1 and Mirhoseini 2017 ran them on one K80 (0.86 s and 1.06 s per step).
+  EXPECT_FALSE(single_gpu("resnet50:batch=32", "k80x2").oom);
+  EXPECT_FALSE(single_gpu("inception_v3:batch=32", "k80x4").oom);
+}
+
+TEST(PaperMemoryFacts, BertBaseAtSeq384Batch24DoesNotFitOneP100) {
+  // EAGLE: "requires more than 12GB of device RAM ... not able to fit into a single GPU".
+  SingleGpu bert = single_gpu("bert_base", "p100x4");
+  EXPECT_TRUE(bert.oom);
+  EXPECT_GT(bert.peak_gib, 12.0);
+}
+
+TEST(PaperMemoryFacts, EightLayerNmtAtBatch64DoesNotFitOneK80) {
+  // Post Table 1: NMT single GPU is OOM. Holds here for 8 layers; the 2- and 4-layer graphs fit
+  // (docs/reproductions.md, "Memory"), printed for the record by the next test.
+  EXPECT_TRUE(single_gpu("nmt:layers=8,batch=64", "k80x8").oom);
+}
+
+TEST(PaperMemoryFacts, PrintsTheKnownDeviations) {
+  // Known deviations from the papers, kept visible rather than asserted: these fit here while
+  // Post (NMT-2/4 on a K80) and EAGLE (GNMT batch 256 on a P100) report OOM. The bounds only
+  // guard against the estimate collapsing (a graph losing its activations would pass silently).
+  EXPECT_GT(single_gpu("nmt:layers=2,batch=64", "k80x2").peak_gib, 5.0);
+  EXPECT_GT(single_gpu("nmt:layers=4,batch=64", "k80x4").peak_gib, 6.0);
+  EXPECT_GT(single_gpu("gnmt", "p100x4").peak_gib, 3.0);
+}
+
+}  // namespace
+}  // namespace placelab
