@@ -579,11 +579,19 @@ Value TrainingGraphBuilder::Impl::batch_norm(Value x, bool with_scale) {
   // FusedBatchNorm: y, batch mean, batch variance (the saved statistics its gradient reads).
   std::vector<Value> outs = emit("FusedBatchNorm", "FusedBatchNorm", ew(e, 2), in, {xs, c, c},
                                  [e, has_gamma](Impl& b, GradCtx& g) {
-                                   std::vector<Value> reads{b.dy(g), b.in(g, 0), b.out(g, 1), b.out(g, 2)};
+                                   // The saved statistics (2 × C floats) come in by a control edge, not
+                                   // a data edge: the simulator keeps an op's whole output alive for its
+                                   // last data consumer, and a data edge here would hold y ([N,H,W,C],
+                                   // freed by TF after the ReLU) until the backward pass — 3.8 GiB too
+                                   // much at ResNet-200's peak. The few bytes a remote gradient would
+                                   // receive are left out.
+                                   std::vector<Value> reads{b.dy(g), b.in(g, 0)};
                                    if (has_gamma) reads.push_back(b.in(g, 2));
                                    Shape cs = b.shp(b.in(g, 1));
                                    std::vector<Shape> shapes{b.shp(b.in(g, 0)), cs, cs};
+                                   const uint32_t forward = b.values[b.out(g, 1).id].node;
                                    auto gs = b.emit("FusedBatchNormGrad", "FusedBatchNormGrad", ew(e, 3), reads, shapes);
+                                   b.nodes[b.values[gs[0].id].node].controls.push_back(forward);
                                    if (b.needs(g, 0)) b.give(g, 0, gs[0]);
                                    b.give(g, 1, gs[2]);
                                    if (has_gamma) b.give(g, 2, gs[1]);
