@@ -112,7 +112,14 @@ struct TrainingGraphBuilder::Impl {
   std::vector<Frame> frames;
   std::unordered_map<std::string, int> name_count;
   std::vector<uint32_t> regularized;  // variable reads under weight decay
+  std::vector<uint32_t> loss_terms;   // the terms minimize() summed and the total (loss averages)
   uint32_t loss = UINT32_MAX;
+  // options.global_step: the global_step variable's node and read; the learning rate and the
+  // moving averages' decay computed from it (values), when those options are on.
+  uint32_t global_step_node = UINT32_MAX;
+  Value global_step_read, learning_rate, average_decay;
+  std::vector<uint32_t> update_nodes;   // the optimizer's update ops (grouped with global_step)
+  std::vector<uint32_t> average_nodes;  // the AssignSubs of the variables' moving averages
   BuildStats build_stats;
   bool finished = false;
 
@@ -375,20 +382,90 @@ struct TrainingGraphBuilder::Impl {
     return {read_value};
   }
 
-  // tf.train.assign_moving_average(shadow, value): sub, mul, AssignSub, colocated with `shadow`.
-  void moving_average(uint32_t shadow_var, Value value) {
+  // tf.train.assign_moving_average(shadow, value, decay): sub, mul, AssignSub, colocated with
+  // `shadow`. A constant decay is folded into the mul; a decay tensor (`decay` valid) adds the
+  // 1 - decay Sub. Returns the AssignSub's node.
+  uint32_t moving_average(uint32_t shadow_var, Value value, Value decay = {}) {
     const VarRec& v = vars[static_cast<std::size_t>(shadow_var)];
     const std::string colocation = nodes[v.node].op.colocation;  // a copy: emit() grows `nodes`
-    int64_t e = num_elements(values[v.read].shape);
+    const Shape shape = values[v.read].shape;
+    const uint32_t shadow_node = v.node, shadow_read = v.read;
+    int64_t e = num_elements(shape);
     Phase saved_phase = phase;
     phase = Phase::kUpdate;
-    Value diff = emit1("Sub", ew(e, 2), {Value{v.read}, value}, values[v.read].shape);
-    Value scaled = emit1("Mul", ew(e, 1), {diff}, values[v.read].shape);
-    std::vector<Value> assign = emit("AssignSub", "AssignMovingAvg", ew(e, 2), {scaled}, {values[v.read].shape});
-    nodes[values[assign[0].id].node].controls.push_back(v.node);
-    nodes[values[assign[0].id].node].op.output_bytes = 0;  // updates the shadow in place
-    for (Value x : {diff, scaled, assign[0]}) nodes[values[x.id].node].op.colocation = colocation;
+    std::vector<Value> made;
+    Value one_minus_decay;
+    if (decay.valid()) made.push_back(one_minus_decay = emit("Sub", "sub", ew(1, 1), {decay}, {Shape{}})[0]);
+    Value diff = emit1("Sub", ew(e, 2), {Value{shadow_read}, value}, shape);
+    std::vector<Value> mul_in{diff};
+    if (decay.valid()) mul_in.push_back(one_minus_decay);
+    Value scaled = emit1("Mul", ew(e, 1), mul_in, shape);
+    std::vector<Value> assign = emit("AssignSub", "AssignMovingAvg", ew(e, 2), {scaled}, {shape});
+    const uint32_t assign_node = values[assign[0].id].node;
+    nodes[assign_node].controls.push_back(shadow_node);
+    nodes[assign_node].op.output_bytes = 0;  // updates the shadow in place
+    made.insert(made.end(), {diff, scaled, assign[0]});
+    for (Value x : made) nodes[values[x.id].node].op.colocation = colocation;
     phase = saved_phase;
+    return assign_node;
+  }
+
+  // A NoOp that runs after `after` (tf.group, tf.no_op under control dependencies).
+  uint32_t group(std::string_view name, const std::vector<uint32_t>& after) {
+    emit("NoOp", name, KernelSignature::noop(), {}, {});
+    nodes.back().controls = after;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  // Sets the emission context of the step's bookkeeping ops (update phase, no layer).
+  void bookkeeping(std::string_view block, std::string_view prefix) {
+    phase = Phase::kUpdate;
+    overriding = true;
+    override_block = std::string(block);
+    override_prefix = std::string(prefix);
+    override_layer = -1;
+    override_colocation.clear();
+  }
+
+  // tf.train.get_or_create_global_step(): an int64 scalar variable.
+  void create_global_step() {
+    bookkeeping("global_step", "");
+    global_step_read = variable("global_step", Shape{}, false);
+    global_step_node = values[global_step_read.id].node - 1;
+    nodes[global_step_node].op.persistent_bytes = 8;
+    values[global_step_read.id].bytes = 8;
+  }
+  // tf.train.exponential_decay(lr, global_step, decay_steps, rate, staircase=True):
+  // lr · rate ^ floor(float(global_step) / decay_steps); the constants are folded.
+  void create_learning_rate() {
+    bookkeeping("ExponentialDecay", "ExponentialDecay");
+    Value step = emit1("Cast", ew(1, 1), {global_step_read}, Shape{});
+    Value p = emit1("Floor", ew(1, 1), {emit1("truediv", ew(1, 1), {step}, Shape{})}, Shape{});
+    Value power = emit1("Pow", ew(1, 1), {p}, Shape{});
+    override_prefix.clear();
+    learning_rate = emit1("ExponentialDecay", ew(1, 1), {power}, Shape{});
+    nodes.back().op.type = "Mul";
+  }
+  // ExponentialMovingAverage(decay, num_updates=global_step): min(decay, (1 + n) / (10 + n)).
+  void create_average_decay() {
+    bookkeeping("ExponentialMovingAverage", "ExponentialMovingAverage");
+    Value n = emit("Cast", "num_updates", ew(1, 1), {global_step_read}, {Shape{}})[0];
+    Value ratio = emit1("truediv", ew(1, 2), {emit1("add", ew(1, 1), {n}, Shape{}), emit1("add", ew(1, 1), {n}, Shape{})},
+                        Shape{});
+    average_decay = emit1("Minimum", ew(1, 1), {ratio}, Shape{});
+  }
+  // _add_loss_summaries: ExponentialMovingAverage(0.9, name='avg') of every loss term and the
+  // total loss; returns the NoOp grouping the updates.
+  uint32_t loss_averages() {
+    std::vector<uint32_t> assigns;
+    for (uint32_t term : loss_terms) {
+      bookkeeping("avg", "");
+      std::string name = nodes[values[term].node].op.name + "/avg";
+      Value shadow = variable(name, values[term].shape, false);
+      override_prefix = "avg";
+      assigns.push_back(moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{term}));
+    }
+    override_prefix.clear();
+    return group("avg", assigns);
   }
 
   // x + constant (the constant is folded into the kernel; its gradient passes through).
@@ -466,13 +543,16 @@ struct TrainingGraphBuilder::Impl {
       // Sparse updates touch the looked-up rows, except TF 1.x Adam, which decays all of m and v.
       int64_t e = v.sparse && options.optimizer != Optimizer::kAdam ? num_elements(values[grad].shape) : params;
       std::string_view type = v.sparse ? kSparseApply[opt] : kApply[opt];
-      Value applied = emit1(type, ew(e, 2 + slots), {Value{grad}}, shape);
+      std::vector<Value> inputs{Value{grad}};
+      if (learning_rate.valid()) inputs.push_back(learning_rate);
+      Value applied = emit1(type, ew(e, 2 + slots), inputs, shape);
       NodeRec& apply = nodes[values[applied.id].node];
       apply.op.output_bytes = 0;  // updates the variable in place
       apply.op.persistent_bytes = static_cast<int64_t>(slots) * params * kFloatBytes;
       apply.controls.push_back(v.node);
       last = values[applied.id].node;
     }
+    update_nodes.push_back(last);
     if (options.variable_moving_averages) shadow_average(vi, last);
   }
 
@@ -524,7 +604,7 @@ struct TrainingGraphBuilder::Impl {
     override_colocation = var_name;
     Value shadow = variable(var_name + "/ExponentialMovingAverage", values[v.read].shape, false);
     if (after != UINT32_MAX) nodes[values[shadow.id].node].controls.push_back(after);
-    moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read});
+    average_nodes.push_back(moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read}, average_decay));
     if (after != UINT32_MAX) nodes.back().controls.push_back(after);
   }
   OpGraph to_graph();  // moves the ops out
@@ -652,6 +732,11 @@ void TrainingGraphBuilder::Impl::backward() {
     return emit1("AddN", ew(e, static_cast<int64_t>(parts.size())), parts, values[value].shape).id;
   };
 
+  // The gradients are built under control_dependencies([loss averages]): each gradient op none
+  // of whose inputs is another gradient op waits for the averages' NoOp.
+  const uint32_t loss_averages_group = options.loss_moving_averages ? loss_averages() : UINT32_MAX;
+  phase = Phase::kBackward;
+  const std::size_t first_gradient_node = nodes.size();
   set_context(values[loss].node, "gradients");
   Value seed = emit1("Fill", ew(1, 1), {}, values[loss].shape);
   contrib[loss].push_back(seed.id);
@@ -677,6 +762,14 @@ void TrainingGraphBuilder::Impl::backward() {
     }
   }
 
+  if (loss_averages_group != UINT32_MAX) {
+    for (std::size_t n = first_gradient_node; n < nodes.size(); ++n) {
+      bool dominated = false;
+      for (uint32_t in : nodes[n].inputs) dominated = dominated || values[in].node >= first_gradient_node;
+      if (!dominated) nodes[n].controls.push_back(loss_averages_group);
+    }
+  }
+
   // Variable gradients: aggregated per variable, optionally clipped by their global norm.
   const std::size_t num_vars = vars.size();
   std::vector<uint32_t> var_grad(num_vars, UINT32_MAX);
@@ -687,6 +780,11 @@ void TrainingGraphBuilder::Impl::backward() {
     var_grad[vi] = aggregate(vars[vi].read);  // UINT32_MAX: not on the loss's path, TF applies nothing
   }
   if (options.clip_gradients) clip_by_global_norm(var_grad);
+  if (options.global_step) {
+    create_global_step();
+    if (options.exponential_decay_learning_rate) create_learning_rate();
+    if (options.variable_moving_averages) create_average_decay();
+  }
   for (std::size_t vi = 0; vi < num_vars; ++vi)
     if (var_grad[vi] != UINT32_MAX) apply_update(static_cast<uint32_t>(vi), var_grad[vi]);
   if (options.variable_moving_averages) {
@@ -694,6 +792,25 @@ void TrainingGraphBuilder::Impl::backward() {
     // trainable_variables() + moving_average_variables().
     for (std::size_t vi = 0; vi < num_vars; ++vi)
       if (vars[vi].moving_statistic) shadow_average(static_cast<uint32_t>(vi), UINT32_MAX);
+  }
+  if (options.global_step) {
+    // Optimizer.apply_gradients: group(updates, name="update"), then global_step += 1.
+    static constexpr std::string_view kName[] = {"GradientDescent", "Momentum", "RMSProp", "Adam", "AdamWeightDecay"};
+    const std::string opt(kName[static_cast<std::size_t>(options.optimizer)]);
+    // Own blocks, so that the layer-granularity graph stays acyclic: the global_step's block
+    // feeds the learning rate and the decay that the updates and averages read.
+    bookkeeping(opt, opt);
+    uint32_t updates = group("update", update_nodes);
+    override_prefix.clear();
+    emit("AssignAdd", opt, ew(1, 1), {}, {});
+    const auto increment = static_cast<uint32_t>(nodes.size() - 1);
+    nodes[increment].controls = {updates, global_step_node};
+    nodes[increment].op.colocation = nodes[global_step_node].op.colocation;
+    if (options.variable_moving_averages) {
+      bookkeeping("train", "");
+      uint32_t averages = group("ExponentialMovingAverage", average_nodes);
+      group("train", {increment, averages});
+    }
   }
   overriding = false;
   phase = Phase::kForward;
@@ -802,12 +919,29 @@ TrainingGraphBuilder::ScopeGuard TrainingGraphBuilder::layer(std::string_view na
   return ScopeGuard(this);
 }
 
-std::vector<Value> TrainingGraphBuilder::input_pipeline(const std::vector<Shape>& shapes) {
+std::vector<Value> TrainingGraphBuilder::input_pipeline(const std::vector<Shape>& shapes, std::string_view type,
+                                                        const std::vector<Value>& inputs) {
   auto s = layer("input");
   int64_t bytes = 0;
   for (const Shape& sh : shapes) bytes += num_elements(sh) * kFloatBytes;
-  std::vector<Value> out = impl_->emit("IteratorGetNext", "IteratorGetNext", KernelSignature::copy(bytes), {}, shapes);
+  std::vector<Value> out = impl_->emit(type, type, KernelSignature::copy(bytes), inputs, shapes);
   impl_->nodes.back().op.cpu_only = true;
+  return out;
+}
+std::vector<Value> TrainingGraphBuilder::queue_runner_op(std::string_view type, KernelSignature kernel,
+                                                         const std::vector<Value>& inputs,
+                                                         const std::vector<Shape>& outputs, int64_t element_bytes) {
+  Impl& b = *impl_;
+  PLACELAB_CHECK(b.phase == Phase::kForward && element_bytes >= 0) << "queue_runner_op " << type;
+  std::vector<Value> out = b.emit(type, type, kernel, inputs, outputs, {}, false);
+  Op& op = b.nodes.back().op;
+  op.cpu_only = true;
+  op.output_bytes = 0;
+  for (Value v : out) {
+    b.values[v.id].bytes = num_elements(b.values[v.id].shape) * element_bytes;
+    op.output_bytes += b.values[v.id].bytes;
+  }
+  b.build_stats.forward_flops -= op.flops;  // input work, not the network's
   return out;
 }
 Value TrainingGraphBuilder::variable(std::string_view name, const Shape& shape) {
@@ -937,6 +1071,13 @@ Value TrainingGraphBuilder::pow(Value x, double /*exponent*/) {
 }
 Value TrainingGraphBuilder::zeros(const Shape& shape) {
   return impl_->emit1("zeros", Impl::ew(num_elements(shape), 1), {}, shape);
+}
+Value TrainingGraphBuilder::cast(Value x) {
+  Impl& b = *impl_;
+  int64_t e = b.elems(x);
+  return b.emit1("Cast", Impl::ew(e, 1), {x}, b.shp(x), [e](Impl& bb, Impl::GradCtx& g) {
+    bb.give(g, 0, bb.emit1("Cast", Impl::ew(e, 1), {bb.dy(g)}, bb.shp(bb.dy(g))));
+  });
 }
 Value TrainingGraphBuilder::stop_gradient(Value x) {
   Impl& b = *impl_;
@@ -1163,6 +1304,8 @@ void TrainingGraphBuilder::minimize(Value loss) {
     auto s = scope("total_loss");
     loss = add_n(terms);
   }
+  for (Value t : terms) b.loss_terms.push_back(t.id);
+  if (terms.size() > 1) b.loss_terms.push_back(loss.id);
   b.loss = loss.id;
 }
 

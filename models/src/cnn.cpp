@@ -31,17 +31,136 @@ Value classifier(TrainingGraphBuilder& b, Value x, Value labels, int64_t classes
 
 }  // namespace
 
+namespace {
+
+// cifar10_input.distorted_inputs() as the queue-based tutorial built it (TF 1.0-1.x): a reader over
+// the binary records, the random distortions of one image, and shuffle_batch's RandomShuffleQueue
+// filled by 16 queue-runner threads; the step itself runs only the dequeue. Returns the queue's
+// handle, for the dequeue.
+//
+// The producer ops run on the CPU concurrently with every step, and in the steady state they
+// process as many images per step as the step consumes. So each TF op of the producer graph
+// appears once, with the work of `n` images (its per-image work times n), cpu_only (the reader,
+// queue and DecodeRaw ops have no GPU kernels, and cifar10_train.py pins distorted_inputs() to
+// /cpu:0), and nothing in the step waits for it: the dequeue reads the queue's handle, not the
+// enqueue. What this does not capture: TF launches each of these ops once per image (n times per
+// step, on 16 threads), so their per-op overhead is n times what the graph charges.
+Value distorted_inputs(TrainingGraphBuilder& b, int64_t n, int64_t side) {
+  constexpr int64_t kSide = 32, kPixels = kSide * kSide * 3, kRecord = 1 + kPixels;  // label byte + image
+  const int64_t crop = side * side * 3;
+  const KernelSignature none = KernelSignature::noop();
+  auto ew = [](int64_t elements, int64_t inputs) { return KernelSignature::elementwise(elements, inputs); };
+  auto op = [&](std::string_view type, KernelSignature k, const std::vector<Value>& in, const Shape& out,
+                int64_t element_bytes = 4) { return b.queue_runner_op(type, k, in, {out}, element_bytes)[0]; };
+  // Shape arithmetic and control flow on a few integers per image: noop kernels, as the builder's
+  // shape ops.
+  auto small = [&](std::string_view type, const std::vector<Value>& in) { return op(type, none, in, {n, 3}); };
+  // random_ops.random_uniform of a float scalar per image: RandomUniform, mul, add.
+  auto random_scalar = [&] {
+    return op("add", ew(n, 1), {op("mul", ew(n, 1), {op("RandomUniform", ew(n, 1), {}, {n})}, {n})}, {n});
+  };
+  const Shape image{n, side, side, 3};
+  auto l = b.layer("distorted_inputs");
+  Value queue;
+  Value label, x;
+  {
+    // read_cifar10: FixedLengthRecordReader over string_input_producer's filename queue.
+    Value files = op("FIFOQueueV2", none, {}, {}, 0);
+    Value reader = op("FixedLengthRecordReaderV2", none, {}, {}, 0);
+    Value record = b.queue_runner_op("ReaderReadV2", KernelSignature::copy(n * kRecord), {reader, files},
+                                     {{n, kRecord}}, 1)[0];
+    Value bytes = op("DecodeRaw", KernelSignature::copy(n * kRecord), {record}, {n, kRecord}, 1);
+    label = op("Cast", ew(n, 1), {op("StridedSlice", KernelSignature::copy(n), {bytes}, {n, 1}, 1)}, {n, 1});
+    x = op("StridedSlice", KernelSignature::copy(n * kPixels), {bytes}, {n, kPixels}, 1);
+    x = op("Reshape", none, {x}, {n, 3, kSide, kSide}, 1);
+    x = op("Transpose", KernelSignature::copy(n * kPixels), {x}, {n, kSide, kSide, 3}, 1);
+    x = op("Cast", ew(n * kPixels, 1), {x}, {n, kSide, kSide, 3});
+  }
+  {
+    // random_ops.random_crop: checked shape arithmetic, a random offset, a Slice.
+    auto s = b.scope("random_crop");
+    Value shape = small("Shape", {x});
+    Value check = small("Assert", {small("All", {small("GreaterEqual", {shape})})});
+    Value limit = small("add", {small("sub", {small("Identity", {shape, check})})});
+    Value offset = op("mod", ew(3 * n, 2), {op("RandomUniformInt", ew(3 * n, 1), {small("Shape", {shape})}, {n, 3}), limit},
+                      {n, 3});
+    x = op("Slice", KernelSignature::copy(4 * n * crop), {x, offset}, image);
+  }
+  {
+    // image_ops.random_flip_left_right: tf.cond(uniform < 0.5, reverse, identity); the reverse runs
+    // for half of the images.
+    auto s = b.scope("random_flip_left_right");
+    Value pred = op("Less", ew(n, 1), {random_scalar()}, {n});
+    auto c = b.scope("cond");
+    Value sw = op("Switch", none, {pred}, {n});
+    Value pred_id = op("Identity", none, {pred}, {n});
+    op("Identity", none, {sw}, {n});
+    op("Identity", none, {sw}, {n});
+    Value flipped = op("ReverseV2", KernelSignature::copy(4 * (n / 2) * crop), {op("Switch", none, {x, pred_id}, image)},
+                       image);
+    x = op("Merge", none, {flipped, op("Switch", none, {x, pred_id}, image)}, image);
+  }
+  {
+    // image_ops.random_brightness: a random delta added (convert_image_dtype float→float is an
+    // Identity on each side).
+    auto s = b.scope("random_brightness");
+    Value delta = random_scalar();
+    x = op("Identity", none, {op("Add", ew(n * crop, 2), {op("Identity", none, {x}, image), delta}, image)}, image);
+  }
+  {
+    auto s = b.scope("random_contrast");
+    Value factor = random_scalar();
+    // AdjustContrastv2: per-channel mean, then (x - mean) · factor + mean.
+    x = op("Identity", none, {op("AdjustContrastv2", ew(n * crop, 3), {op("Identity", none, {x}, image), factor}, image)},
+           image);
+  }
+  {
+    // image_ops.per_image_standardization: (x - mean) / max(stddev, 1/sqrt(pixels)).
+    auto s = b.scope("per_image_standardization");
+    auto reduce = KernelSignature::reduction(n * crop, n);
+    Value pixels = op("Prod", none, {small("Shape", {x})}, {n});
+    Value mean = op("Mean", reduce, {x}, {n});
+    Value mean_sq = op("Mean", reduce, {op("Square", ew(n * crop, 1), {x}, image)}, {n});
+    Value variance = op("Relu", ew(n, 1), {op("sub", ew(n, 2), {mean_sq, op("Square", ew(n, 1), {mean}, {n})}, {n})}, {n});
+    Value min_stddev = op("Rsqrt", ew(n, 1), {op("Cast", ew(n, 1), {pixels}, {n})}, {n});
+    Value scale = op("Maximum", ew(n, 2), {op("Sqrt", ew(n, 1), {variance}, {n}), min_stddev}, {n});
+    x = op("truediv", ew(n * crop, 2), {op("Sub", ew(n * crop, 2), {x, mean}, image), scale}, image);
+  }
+  {
+    // tf.train.shuffle_batch: each thread enqueues one (image, label); the step dequeues a batch.
+    auto s = b.scope("shuffle_batch");
+    queue = op("RandomShuffleQueueV2", none, {}, {}, 0);
+    b.queue_runner_op("QueueEnqueueV2", KernelSignature::copy(4 * n * (crop + 1)), {queue, x, label}, {});
+  }
+  return queue;
+}
+
+}  // namespace
+
 void build_cifar10_cnn(TrainingGraphBuilder& b, const GenOptions& o) {
   const int64_t n = o.integer("batch"), side = o.integer("image");
-  auto in = b.input_pipeline({{n, side, side, 3}, {n}});
+  if (side > 32)
+    throw InputError("model 'cifar10_cnn': image = " + std::to_string(side) +
+                     ": must be <= 32 (crops of the 32x32 CIFAR-10 images)");
+  Value queue = distorted_inputs(b, n, side);
+  auto in = b.input_pipeline({{n, side, side, 3}, {n}}, "QueueDequeueManyV2", {queue});
+  Value labels;
+  {
+    // _generate_image_and_label_batch: tf.reshape(label_batch, [batch_size]).
+    auto l = b.layer("input");
+    labels = b.reshape(in[1], {n});
+  }
   Value x = in[0];
   int32_t layer = 0;
-  // conv1 → pool1 → norm1, conv2 → norm2 → pool2, as cifar10.inference orders them.
+  // conv1 → pool1 → norm1, conv2 → norm2 → pool2, as cifar10.inference orders them. Every weight
+  // goes through _variable_with_weight_decay, whose `if wd is not None` adds an L2Loss · wd term
+  // to the loss also for the conv and softmax weights (wd = 0.0).
   for (int block = 1; block <= 2; ++block) {
     std::string id = std::to_string(block);
     {
       auto l = b.layer("conv" + id, layer++);
       Value w = b.variable("weights", {5, 5, b.shape(x)[3], 64});
+      b.add_weight_decay(w, 0.0);
       x = b.relu(b.bias_add(b.conv2d(x, w, 1, 2, 2), b.variable("biases", {64})));
     }
     auto pool = [&] {
@@ -61,23 +180,27 @@ void build_cifar10_cnn(TrainingGraphBuilder& b, const GenOptions& o) {
       pool();
     }
   }
+  // The dense layers add their biases with `+` / tf.add (an Add that broadcasts, whose gradient
+  // sums over the batch through Shape/BroadcastGradientArgs/Sum/Reshape), not tf.nn.bias_add.
+  auto dense = [&](Value v, int64_t units, double decay) {
+    Value w = b.variable("weights", {b.shape(v)[1], units});
+    b.add_weight_decay(w, decay);
+    Value bias = b.variable("biases", {units});
+    return b.add(b.matmul(v, w), bias);
+  };
   const Shape s = b.shape(x);
   {
     auto l = b.layer("local3", layer++);
-    x = b.reshape(x, {n, s[1] * s[2] * s[3]});
-    Value w = b.variable("weights", {b.shape(x)[1], 384});
-    b.add_weight_decay(w, 0.004);
-    x = b.relu(b.dense(x, w, b.variable("biases", {384})));
+    x = b.relu(dense(b.reshape(x, {n, s[1] * s[2] * s[3]}), 384, 0.004));
   }
   {
     auto l = b.layer("local4", layer++);
-    Value w = b.variable("weights", {384, 192});
-    b.add_weight_decay(w, 0.004);
-    x = b.relu(b.dense(x, w, b.variable("biases", {192})));
+    x = b.relu(dense(x, 192, 0.004));
   }
   auto l = b.layer("softmax_linear", layer++);
-  Value logits = b.dense(x, b.variable("weights", {192, 10}), b.variable("biases", {10}));
-  b.minimize(b.softmax_cross_entropy(logits, in[1]));
+  Value logits = dense(x, 10, 0.0);
+  // cifar10.loss: labels cast to int64, mean sparse cross-entropy; minimize() adds the decay terms.
+  b.minimize(b.softmax_cross_entropy(logits, b.cast(labels)));
 }
 
 void build_resnet(TrainingGraphBuilder& b, const GenOptions& o, int depth) {

@@ -219,6 +219,9 @@ Model make_model(const ModelSpec& spec) {
   // The seq2seq, language-model and BERT scripts clip gradients by their global norm.
   bo.clip_gradients = spec.name == "rnnlm" || spec.name == "nmt" || spec.name == "gnmt" || spec.name == "bert_base";
   bo.shape_ops = o.text("shape_ops") == "true";
+  // cifar10.train(): apply_gradients with the global step, an exponentially decayed learning rate,
+  // the averages' decay from num_updates = global_step, and _add_loss_summaries' loss averages.
+  bo.global_step = bo.exponential_decay_learning_rate = bo.loss_moving_averages = spec.name == "cifar10_cnn";
   TrainingGraphBuilder b(bo);
   entry->build(b, o);
   Model m;

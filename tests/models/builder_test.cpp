@@ -121,6 +121,58 @@ TEST(TrainingGraphBuilder, ClippingMakesEveryUpdateWaitForTheGlobalNorm) {
   EXPECT_EQ(updates, 4);
 }
 
+// Whether `to` is reachable from `from` along data and control edges.
+bool reaches(const OpGraph& g, OpId from, OpId to) {
+  std::vector<bool> reach(g.num_ops(), false);
+  reach[from] = true;
+  for (OpId v : g.topological_order())
+    if (reach[v]) g.for_each_out_edge(v, [&](OpId w, const Tensor&) { reach[w] = true; });
+  return reach[to];
+}
+
+TEST(TrainingGraphBuilder, CifarTrainStepBookkeepingRunsInOrder) {
+  OpGraph g = mlp({.variable_moving_averages = true, .global_step = true, .exponential_decay_learning_rate = true,
+                   .loss_moving_averages = true});
+  EXPECT_NO_THROW(g.topological_order());
+  // The gradients wait for the loss averages; the step ends with `train` after the global_step
+  // increment, which follows every update, and after the variables' averages.
+  EXPECT_TRUE(reaches(g, *g.find("avg"), *g.find("gradients/Fill")));
+  OpId train = *g.find("train");
+  EXPECT_TRUE(reaches(g, *g.find("GradientDescent"), train));
+  EXPECT_TRUE(reaches(g, *g.find("ExponentialMovingAverage"), train));
+  EXPECT_EQ(op_named(g, "global_step").persistent_bytes, 8);
+  int updates = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    if (g.op(v).type != "ApplyGradientDescent") continue;
+    ++updates;
+    EXPECT_TRUE(reaches(g, *g.find("ExponentialDecay"), v)) << g.op(v).name;  // reads the learning rate
+    EXPECT_TRUE(reaches(g, v, *g.find("GradientDescent"))) << g.op(v).name;
+  }
+  EXPECT_EQ(updates, 4);
+  // Without the options none of it.
+  OpGraph plain = mlp({});
+  EXPECT_FALSE(plain.find("train") || plain.find("global_step") || plain.find("avg"));
+}
+
+TEST(TrainingGraphBuilder, QueueRunnerOpsAreCpuOnlyAndOffTheStepsPath) {
+  TrainingGraphBuilder b;
+  Value queue;
+  {
+    auto l = b.layer("producer");
+    queue = b.queue_runner_op("RandomShuffleQueueV2", KernelSignature::noop(), {}, {{}}, 0)[0];
+    Value img = b.queue_runner_op("DecodeRaw", KernelSignature::copy(8 * 16), {}, {{8, 16}}, 1)[0];
+    b.queue_runner_op("QueueEnqueueV2", KernelSignature::copy(8 * 16), {queue, img}, {});
+  }
+  auto in = b.input_pipeline({{8, 4}, {8}}, "QueueDequeueManyV2", {queue});
+  b.minimize(b.softmax_cross_entropy(b.dense(in[0], b.variable("w", {4, 3}), b.variable("b", {3})), in[1]));
+  EXPECT_EQ(b.stats().forward_flops, 2.0 * 8 * 4 * 3 + 8 * 3 * 2 + 5 * 8 * 3 + 8);  // the network's only
+  OpGraph g = std::move(b).finish();
+  EXPECT_TRUE(op_named(g, "producer/DecodeRaw").cpu_only);
+  EXPECT_EQ(op_named(g, "producer/DecodeRaw").output_bytes, 8 * 16);  // uint8
+  EXPECT_TRUE(op_named(g, "input/QueueDequeueManyV2").cpu_only);
+  EXPECT_FALSE(reaches(g, *g.find("producer/QueueEnqueueV2"), *g.find("input/QueueDequeueManyV2")));
+}
+
 TEST(TrainingGraphBuilder, AdamWeightDecayIsBuiltFromElementwiseOpsWithSlotVariables) {
   OpGraph g = mlp({.optimizer = Optimizer::kAdamWeightDecay});
   EXPECT_EQ(op_named(g, "fc1/weights/adam_m").persistent_bytes, 4 * 16 * 4);

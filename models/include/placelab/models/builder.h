@@ -61,6 +61,22 @@ struct BuilderOptions {
   // Sum/Reshape pair on each side of every binary op's gradient even when nothing broadcasts.
   // They carry noop kernels (no FLOPs) but are real ops with data edges.
   bool shape_ops = false;
+  // Optimizer.apply_gradients(grads, global_step=global_step) as cifar10.train() calls it: an int64
+  // `global_step` variable (tf.train.get_or_create_global_step), a NoOp grouping the update ops and
+  // global_step's AssignAdd after that NoOp. With variable_moving_averages the averages decay with
+  // num_updates = global_step (decay = min(d, (1 + n) / (10 + n)): Cast, add, add, truediv, Minimum
+  // once, and 1 - decay, a Sub, per variable), are grouped by a NoOp, and a final NoOp (`train`)
+  // waits for the updates and the averages.
+  bool global_step = false;
+  // tf.train.exponential_decay(lr, global_step, …, staircase=True) computed every step (Cast,
+  // truediv, Floor, Pow, Mul) and read by every update op. Needs global_step and a fused Apply
+  // optimizer (not kAdamWeightDecay).
+  bool exponential_decay_learning_rate = false;
+  // The CIFAR-10 tutorial's _add_loss_summaries: tf.train.ExponentialMovingAverage(0.9) of each
+  // term of the total loss and of the total loss (a shadow variable with sub, mul, AssignSub each),
+  // grouped by a NoOp that the gradient ops wait for (they are built under its control
+  // dependency). The summaries that read the averages do not run in a step and are not emitted.
+  bool loss_moving_averages = false;
 };
 
 // Dimensions of a tensor, outermost first (NHWC for images, [batch, features] for dense layers).
@@ -112,8 +128,19 @@ class TrainingGraphBuilder {
   [[nodiscard]] ScopeGuard layer(std::string_view name, int32_t layer_id = -1);
 
   // --- Inputs and variables.
-  // One cpu_only input-pipeline op (IteratorGetNext) producing one tensor per shape.
-  std::vector<Value> input_pipeline(const std::vector<Shape>& shapes);
+  // One cpu_only input-pipeline op producing one tensor per shape: by default a tf.data
+  // IteratorGetNext; a queue-based pipeline passes its dequeue op's type (QueueDequeueManyV2) and
+  // the queue's handle as `inputs`.
+  std::vector<Value> input_pipeline(const std::vector<Shape>& shapes, std::string_view type = "IteratorGetNext",
+                                    const std::vector<Value>& inputs = {});
+  // One op of a TF 1.x queue runner's producer graph (reader, decoding, preprocessing, enqueue):
+  // cpu_only, forward phase, no gradient, not counted in BuildStats::forward_flops. Those threads
+  // run concurrently with every step, so the graph holds each op once with the work of one step's
+  // worth of examples in `kernel`; nothing in the step waits for it (the dequeue reads the queue,
+  // not the enqueue). Outputs have `element_bytes` per element (1 for uint8 records, 0 for
+  // resource handles).
+  std::vector<Value> queue_runner_op(std::string_view type, KernelSignature kernel, const std::vector<Value>& inputs,
+                                     const std::vector<Shape>& outputs, int64_t element_bytes = 4);
   // A trainable variable (VariableV2 with its bytes as persistent memory, colocated with its
   // Identity read, its gradient aggregation and its update op); returns the read.
   // Its gradient is applied with options().optimizer; the update op holds the slot memory.
@@ -154,6 +181,8 @@ class TrainingGraphBuilder {
   Value add_constant(Value x, double c);
   Value pow(Value x, double exponent);
   Value zeros(const Shape& shape);  // a tensor of zeros (TF's zeros / Fill), no gradient
+  // tf.cast (an elementwise Cast), e.g. of labels to int64; the gradient passes through a Cast.
+  Value cast(Value x);
   Value stop_gradient(Value x);
   // tf.nn.dropout in training: random_uniform, add keep_prob, floor, x / keep_prob · mask. The
   // mask lives until the gradient reads it.
