@@ -63,6 +63,11 @@ struct FlatGraph {
   // Transfer queues: one per link direction that is the first hop of some route, numbered
   // densely. Only those ever hold a queue, so only they need a leaf in the event tree.
   uint32_t num_queues = 0;
+  // Leaves of the event tree: compute slots + queues rounded up to a power of two, so every
+  // leaf is tree_depth levels below the root and the replay loop has one trip count, which the
+  // branch predictor learns (a ragged tree mispredicts its exit on about every other replay).
+  uint32_t num_leaves = 1;
+  uint32_t tree_depth = 0;
   uint32_t max_out_degree = 0;
   std::vector<OpInfo> ops;
   std::vector<OutEdge> out;
@@ -229,7 +234,7 @@ struct SimWorkspace::Impl {
     grow(in_transfer, g.in.size());
     grow(consumers, g.num_data_edges);
     grow(ready, n);
-    grow(events, 2 * (std::size_t{g.slot_off[nd]} + g.num_queues));
+    grow(events, 2 * std::size_t{g.num_leaves});
     grow(transfers, g.num_data_edges);
     grow(links, g.num_links);
     grow(queues, g.num_queues);
@@ -263,7 +268,8 @@ class Evaluation {
   Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
       : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
         ops_(w.ops.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
-        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(num_slots_ + g.num_queues) {}
+        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(g.num_leaves),
+        tree_depth_(g.tree_depth) {}
 
   void run(std::span<const DeviceId> placement) {
     const uint32_t n = g_.num_ops;
@@ -359,14 +365,16 @@ class Evaluation {
  private:
   // The event queue. Every pending event belongs to one resource that has at most one at a time:
   // a compute slot (the finish of its op) or a transfer queue (its head's start or finish). So
-  // the queue is a tournament tree over a fixed set of leaves, slots first, then queues: leaves at [L, 2L) of tree_, node i < L holds the smaller of nodes 2i and
-  // 2i + 1, and tree_[1] is the next event (kNoEvent when none). Setting a leaf replays its path
-  // to the root: a fixed number of compare-and-select steps without data-dependent branches,
-  // and popping an event plus scheduling the same resource's next one is one such replay.
+  // the queue is a tournament tree over a fixed set of leaves, slots first, then queues, padded
+  // with empty leaves to L = FlatGraph::num_leaves (a power of two): leaves at [L, 2L) of tree_,
+  // node i < L holds the smaller of nodes 2i and 2i + 1, and tree_[1] is the next event
+  // (kNoEvent when none). Setting a leaf replays its path to the root: log2(L)
+  // compare-and-select steps without data-dependent branches, and popping an event plus
+  // scheduling the same resource's next one is one such replay.
   void set_leaf(uint32_t leaf, Event e) {
     uint32_t i = leaf + num_leaves_;
     tree_[i] = e;
-    while (i > 1) {
+    for (uint32_t level = tree_depth_; level != 0; --level) {
       const Event sibling = tree_[i ^ 1];
       if (sim_detail::before(sibling, e)) e = sibling;
       i >>= 1;
@@ -616,6 +624,7 @@ class Evaluation {
   Event* const tree_;
   const uint32_t num_slots_;
   const uint32_t num_leaves_;
+  const uint32_t tree_depth_;
   uint32_t num_transfers_ = 0;
   uint32_t num_consumers_ = 0;  // entries of Impl::consumers in use
   uint32_t finished_ = 0;
@@ -743,6 +752,8 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
       pair.hop_end = static_cast<uint32_t>(g.route_hops.size());
     }
   }
+  g.num_leaves = std::bit_ceil(g.slot_off[nd] + g.num_queues);
+  g.tree_depth = static_cast<uint32_t>(std::countr_zero(g.num_leaves));
 }
 
 Simulator::~Simulator() = default;
