@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "placelab/graph/error.h"
 
@@ -382,12 +383,39 @@ class Evaluation {
     }
   }
   void clear_leaf(uint32_t leaf) { set_leaf(leaf, kNoEventValue()); }
+  // The earliest event of every leaf but `leaf`: the smallest sibling on its path to the root.
+  Event others_min(uint32_t leaf) const {
+    uint32_t i = leaf + num_leaves_;
+    Event m = kNoEventValue();
+    for (uint32_t level = tree_depth_; level != 0; --level) {
+      const Event sibling = tree_[i ^ 1];
+      if (sim_detail::before(sibling, m)) m = sibling;
+      i >>= 1;
+    }
+    return m;
+  }
   static Event kNoEventValue() {
     Event e;
     e.order = kNoEvent;
     return e;
   }
   uint32_t queue_leaf(uint32_t queue) const { return num_slots_ + queue; }
+
+  // `pick ? a : b` computed with masks: for conditions that depend on the placement, where a
+  // branch would be mispredicted about half the time (gcc turns the plain ternary into one).
+  template <typename T>
+  static T select(bool pick, T a, T b) {
+    if constexpr (std::is_pointer_v<T>) {
+      return reinterpret_cast<T>(select(pick, reinterpret_cast<uintptr_t>(a), reinterpret_cast<uintptr_t>(b)));
+    } else if constexpr (std::is_same_v<T, unsigned __int128>) {  // no make_unsigned for it in ISO mode
+      const T mask = static_cast<T>(0) - static_cast<T>(pick);
+      return (a & mask) | (b & ~mask);
+    } else {
+      using U = std::make_unsigned_t<T>;
+      const U mask = static_cast<U>(0) - static_cast<U>(pick);
+      return static_cast<T>((static_cast<U>(a) & mask) | (static_cast<U>(b) & ~mask));
+    }
+  }
 
   // Memory accounting. Without a timeline, a zero-byte buffer needs no test: adding 0 changes
   // neither the total nor the peak. With one, empty buffers are not sampled (docs/simulator.md).
@@ -486,6 +514,10 @@ class Evaluation {
 
     // Successors: local data edges and every control edge are satisfied now; remote data edges
     // are grouped by destination device (a bit set and a count per device), one transfer each.
+    // Whether an edge is remote depends on the placement and is as good as random, so it is
+    // arithmetic here, not a branch: a remote edge is listed (the slot past the list is
+    // overwritten otherwise), counted and marked, and leaves its consumer's count unchanged,
+    // which is then still positive (that edge is unsatisfied), so one test decides readiness.
     const sim_detail::OutEdge* out = g_.out.data();
     int32_t refs = 0;
     uint32_t num_dest = 0;
@@ -494,16 +526,17 @@ class Evaluation {
       const sim_detail::OutEdge& e = out[k];
       OpState& c = ops_[e.dst];
       const DeviceId dc = c.device;
-      if (!e.data || dc == d) {
-        refs += e.data ? 1 : 0;
-        if (--c.pending == 0) make_ready(e.dst, now);
-      } else {
-        remote_[num_remote++] = k;
-        if (devs_[dc].dest_edges++ == 0) {
-          w_.dest_bits[dc >> 6] |= uint64_t{1} << (dc & 63);
-          ++num_dest;
-        }
-      }
+      const uint32_t data = e.data ? 1 : 0;
+      const uint32_t remote = data & (dc != d ? 1u : 0u);
+      refs += static_cast<int32_t>(data - remote);
+      remote_[num_remote] = k;
+      num_remote += remote;
+      DeviceState& ds = devs_[dc];
+      num_dest += remote & (ds.dest_edges == 0 ? 1u : 0u);
+      ds.dest_edges += remote;
+      w_.dest_bits[dc >> 6] |= uint64_t{remote} << (dc & 63);
+      c.pending -= 1 - remote;
+      if (c.pending == 0) make_ready(e.dst, now);
     }
     if (num_dest > 0) {
       // Transfers in increasing destination id.
@@ -525,17 +558,20 @@ class Evaluation {
     self.output_refs = refs;
     release_if(refs == 0, d, info.output_bytes, now);
 
-    // Inputs: this consumer no longer needs them.
+    // Inputs: this consumer no longer needs them: a local input holds the producer's output, a
+    // remote one the received copy. Which one is placement-dependent, so the reference count
+    // and the size are selected, not branched on (in_transfer of a local edge is stale but
+    // within the transfer array, and only its address is formed).
     const sim_detail::InEdge* in = g_.in.data();
     for (uint32_t k = info.in_begin; k < info.in_end; ++k) {
       const sim_detail::InEdge& e = in[k];
       if (!e.data) continue;
       OpState& p = ops_[e.src];
-      if (p.device == d) {
-        release_if(--p.output_refs == 0, d, g_.ops[e.src].output_bytes, now);
-      } else {
-        release_if(--xfers_[w_.in_transfer[k]].copy_refs == 0, d, g_.ops[e.src].send_bytes, now);
-      }
+      const sim_detail::OpInfo& src = g_.ops[e.src];
+      const bool local = p.device == d;
+      int32_t* refs_left = select(local, &p.output_refs, &xfers_[w_.in_transfer[k]].copy_refs);
+      const int64_t bytes = select(local, src.output_bytes, src.send_bytes);
+      release_if(--*refs_left == 0, d, bytes, now);
     }
   }
 
@@ -600,15 +636,40 @@ class Evaluation {
   void finish_transfer(uint32_t x, double now) {
     const Transfer& t = xfers_[x];
     const uint32_t producer = t.producer;
-    // x heads its first hop's queue; hand the queue's leaf to the next transfer.
-    w_.queues[t.queue].head = t.next;
-    set_leaf(queue_leaf(t.queue),
-             t.next != kNoTransfer ? Event{xfers_[t.next].start_s, kTransfer << 32 | 2 * t.next} : kNoEventValue());
+    const uint32_t next = t.next;
+    const uint32_t leaf = queue_leaf(t.queue);
     const uint32_t* consumer = w_.consumers.data() + t.consumers_begin;
     for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
       if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
     OpState& p = ops_[producer];
     release_if(--p.output_refs == 0, p.device, g_.ops[producer].output_bytes, now);
+
+    // x heads its first hop's queue; hand the queue's leaf to the next transfer.
+    w_.queues[t.queue].head = next;
+    if (next == kNoTransfer) {
+      clear_leaf(leaf);
+      return;
+    }
+    const Transfer& n = xfers_[next];
+    const Event start{n.start_s, kTransfer << 32 | 2 * next};
+    // On a busy link the next transfer usually starts the moment x ends. If no other resource
+    // has an event before that start, the start is the very next event, and it is handled here
+    // (after everything x's finish did, as the event order requires): one replay of the leaf
+    // instead of two and no trip through the event loop. At a later time a dispatch may come
+    // first, so only starts at this instant qualify.
+    // Whether it qualifies is as good as random, so without a timeline the choice is selects,
+    // not a branch (allocating 0 bytes changes nothing).
+    const Event finish{n.end_s, kTransfer << 32 | (2 * next + 1)};
+    const bool started = (n.start_s == now) & sim_detail::before(start, others_min(leaf));
+    const int64_t bytes = g_.ops[n.producer].send_bytes;
+    if constexpr (kRecord) {
+      if (started) allocate(n.dst, bytes, now);
+    } else {
+      allocate(n.dst, bytes & -static_cast<int64_t>(started), now);
+    }
+    Event e;
+    e.order = select(started, finish.order, start.order);
+    set_leaf(leaf, e);
   }
 
   const FlatGraph& g_;
