@@ -129,19 +129,25 @@ void grow(std::vector<T>& v, std::size_t size) {
   if (v.size() < size) v.resize(size);
 }
 
-// Mutable state of one op during an evaluation, packed so that the handful of fields touched when
-// an op is readied, started or finished share one cache line.
-struct OpState {
-  uint32_t pending;     // in-edges not yet satisfied
-  int32_t output_refs;  // local data consumers + outgoing transfers still to finish
-  DeviceId device;      // effective device (after soft placement)
-  uint16_t slot;        // compute slot the op runs on
+// State of one op during an evaluation, in one 32-byte record (aligned, so one cache line):
+// everything read when the op is readied, started or finished, or its output released. Ops are
+// touched in an order unrelated to their ids, so each separate per-op array would cost a cache
+// miss per access; the duration and output size on its device are copied in for that reason
+// (in one sequential pass when the evaluation starts).
+struct alignas(32) OpState {
+  uint32_t pending;      // in-edges not yet satisfied
+  int32_t output_refs;   // local data consumers + outgoing transfers still to finish
+  DeviceId device;       // effective device (after soft placement)
+  uint16_t slot;         // compute slot the op runs on
+  double duration_s;     // op time on `device`
+  int64_t output_bytes;  // OpInfo::output_bytes
 };
 
 // One transfer (at most one per data edge), in one record.
 struct Transfer {
   double start_s;
   double end_s;
+  int64_t bytes;           // on the wire (the producer's send_bytes), allocated at the start
   uint32_t producer;
   uint32_t next;           // next transfer in the same first-hop queue
   int32_t copy_refs;       // consumer edges on the destination still to finish
@@ -200,6 +206,10 @@ struct Simulator::Prepared : FlatGraph {};
 // Per-evaluation state. Arrays are sized for the largest graph and machine seen so far.
 struct SimWorkspace::Impl {
   std::vector<OpState> ops;
+  // Per op: its effective device, also in OpState, but here 2 bytes per op: small enough to
+  // stay in the L1 cache, so classifying a successor or an input as local or remote (random
+  // op ids, several per op) does not wait for the op's record to come from L2.
+  std::vector<DeviceId> op_device;
   // Per in-edge: the transfer whose received copy feeds this edge (remote data edges only).
   std::vector<uint32_t> in_transfer;
   // The consumer ops of each transfer, one entry per edge, in segments (Transfer::consumers_begin)
@@ -232,6 +242,7 @@ struct SimWorkspace::Impl {
   void reserve_for(const FlatGraph& g) {
     const std::size_t n = g.num_ops, nd = g.num_devices;
     grow(ops, n);
+    grow(op_device, n);
     grow(in_transfer, g.in.size());
     grow(consumers, g.num_data_edges);
     grow(ready, n);
@@ -268,7 +279,7 @@ class Evaluation {
  public:
   Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
       : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
-        ops_(w.ops.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
+        ops_(w.ops.data()), op_dev_(w.op_device.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
         tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(g.num_leaves),
         tree_depth_(g.tree_depth) {}
 
@@ -297,7 +308,8 @@ class Evaluation {
     for (uint32_t op = 0; op < n; ++op) {
       const DeviceId d = g_.effective_device(op, placement[op]);
       const sim_detail::OpInfo& info = g_.ops[op];
-      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0};
+      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, g_.op_time_s[std::size_t{op} * nd_ + d], info.output_bytes};
+      op_dev_[op] = d;
       ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
     }
@@ -322,23 +334,26 @@ class Evaluation {
     // later, or there is none): so that ops made ready at one instant compete by id, and frees
     // at an instant precede the allocations of new starts. A dispatch may schedule zero-length
     // ops at the same instant; they are handled in a new round at that instant.
+    // The dispatch test follows each handler separately (not once at the top of the loop) so
+    // that the branch predictor sees which kind of event came before: after an op finish the
+    // device is always dirty, after a transfer start rarely.
     double now = 0;
+    dispatch_if_instant_over(now);
     for (;;) {
-      Event e = tree_[1];
-      if (any_dirty_ && e.time() != now) {  // kNoEvent's time is NaN: unequal to any time
-        dispatch_dirty(now);
-        e = tree_[1];
-      }
+      const Event e = tree_[1];
       if (e.order == kNoEvent) break;
       // The handler replaces or clears the event's leaf, which removes it from the queue.
       now = e.time();
       const auto id = static_cast<uint32_t>(e.key());
       if ((e.key() >> 32) == kOpFinish) {
         finish_op(id, now);
+        dispatch_if_instant_over(now);
       } else if ((id & 1) == 0) {
         start_transfer(id >> 1, now);
+        dispatch_if_instant_over(now);
       } else {
         finish_transfer(id >> 1, now);
+        dispatch_if_instant_over(now);
       }
     }
     PLACELAB_CHECK(finished_ == n) << "only " << finished_ << " of " << n << " ops ran";
@@ -456,7 +471,7 @@ class Evaluation {
 
   // Appends `op` to its device's FIFO; among ops ready at the same time, smaller ids go first.
   void make_ready(uint32_t op, double now) {
-    const DeviceId d = ops_[op].device;
+    const DeviceId d = op_dev_[op];
     ReadyOp* queue = w_.ready.data();
     DeviceState& ds = devs_[d];
     const uint32_t head = ds.ready_head;
@@ -464,6 +479,13 @@ class Evaluation {
     for (; i > head && queue[i - 1].time == now && queue[i - 1].op > op; --i) queue[i] = queue[i - 1];
     queue[i] = ReadyOp{now, op};
     mark_dirty(d);
+  }
+
+  // Dispatches when something is ready or freed and no more events happen at `now` (the next
+  // event is later, or there is none: kNoEvent's time is NaN, unequal to any time). Inlined
+  // at each call site on purpose (see run()).
+  [[gnu::always_inline]] void dispatch_if_instant_over(double now) {
+    if (any_dirty_ && tree_[1].time() != now) dispatch_dirty(now);
   }
 
   // Starts ready ops on the free slots of every device touched since the last dispatch, in
@@ -487,16 +509,17 @@ class Evaluation {
       while (w_.slot_busy[s]) ++s;  // lowest free slot; a free one exists (free_slots > 0)
       w_.slot_busy[s] = 1;
       --ds.free_slots;
-      ops_[op].slot = static_cast<uint16_t>(s - first);
-      const double duration = g_.op_time_s[std::size_t{op} * nd_ + d];
-      allocate(d, g_.ops[op].output_bytes, now);
+      OpState& started = ops_[op];
+      started.slot = static_cast<uint16_t>(s - first);
+      const double duration = started.duration_s;
+      allocate(d, started.output_bytes, now);
       DeviceStats& stats = r_.devices[d];
       stats.busy_s += duration;
       ++stats.num_ops;
       set_leaf(s, Event{now + duration, kOpFinish << 32 | op});
       if constexpr (kRecord) {
         r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, static_cast<uint16_t>(s - first), now,
-                               now + duration, g_.ops[op].output_bytes});
+                               now + duration, started.output_bytes});
       }
     }
   }
@@ -525,7 +548,7 @@ class Evaluation {
     for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
       const sim_detail::OutEdge& e = out[k];
       OpState& c = ops_[e.dst];
-      const DeviceId dc = c.device;
+      const DeviceId dc = op_dev_[e.dst];
       const uint32_t data = e.data ? 1 : 0;
       const uint32_t remote = data & (dc != d ? 1u : 0u);
       refs += static_cast<int32_t>(data - remote);
@@ -549,7 +572,7 @@ class Evaluation {
       }
       for (uint32_t i = 0; i < num_remote; ++i) {
         const sim_detail::OutEdge& e = out[remote_[i]];
-        DeviceState& ds = devs_[ops_[e.dst].device];
+        DeviceState& ds = devs_[op_dev_[e.dst]];
         w_.in_transfer[e.in_pos] = ds.dest_transfer;
         w_.consumers[ds.dest_fill++] = e.dst;
       }
@@ -567,11 +590,11 @@ class Evaluation {
       const sim_detail::InEdge& e = in[k];
       if (!e.data) continue;
       OpState& p = ops_[e.src];
-      const sim_detail::OpInfo& src = g_.ops[e.src];
-      const bool local = p.device == d;
-      int32_t* refs_left = select(local, &p.output_refs, &xfers_[w_.in_transfer[k]].copy_refs);
-      const int64_t bytes = select(local, src.output_bytes, src.send_bytes);
-      release_if(--*refs_left == 0, d, bytes, now);
+      Transfer* copy = xfers_ + w_.in_transfer[k];
+      const bool local = op_dev_[e.src] == d;
+      int32_t* refs_left = select(local, &p.output_refs, &copy->copy_refs);
+      const int64_t* bytes = select(local, &p.output_bytes, &copy->bytes);
+      release_if(--*refs_left == 0, d, *bytes, now);
     }
   }
 
@@ -582,6 +605,7 @@ class Evaluation {
     DeviceState& ds = devs_[dst];
     Transfer& t = xfers_[x];
     t.producer = producer;
+    t.bytes = bytes;
     t.dst = dst;
     t.copy_refs = static_cast<int32_t>(ds.dest_edges);
     t.next = kNoTransfer;
@@ -629,7 +653,7 @@ class Evaluation {
 
   void start_transfer(uint32_t x, double now) {
     const Transfer& t = xfers_[x];
-    allocate(t.dst, g_.ops[t.producer].send_bytes, now);
+    allocate(t.dst, t.bytes, now);
     set_leaf(queue_leaf(t.queue), Event{t.end_s, kTransfer << 32 | (2 * x + 1)});
   }
 
@@ -642,7 +666,7 @@ class Evaluation {
     for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
       if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
     OpState& p = ops_[producer];
-    release_if(--p.output_refs == 0, p.device, g_.ops[producer].output_bytes, now);
+    release_if(--p.output_refs == 0, p.device, p.output_bytes, now);
 
     // x heads its first hop's queue; hand the queue's leaf to the next transfer.
     w_.queues[t.queue].head = next;
@@ -661,7 +685,7 @@ class Evaluation {
     // not a branch (allocating 0 bytes changes nothing).
     const Event finish{n.end_s, kTransfer << 32 | (2 * next + 1)};
     const bool started = (n.start_s == now) & sim_detail::before(start, others_min(leaf));
-    const int64_t bytes = g_.ops[n.producer].send_bytes;
+    const int64_t bytes = n.bytes;
     if constexpr (kRecord) {
       if (started) allocate(n.dst, bytes, now);
     } else {
@@ -678,6 +702,7 @@ class Evaluation {
   const uint32_t nd_;
   const uint32_t nwords_;
   OpState* const ops_;
+  DeviceId* const op_dev_;
   DeviceState* const devs_;
   uint32_t* const remote_;
   LinkState* const links_;
