@@ -678,9 +678,9 @@ class Evaluation {
     const Event start{n.start_s, kTransfer << 32 | 2 * next};
     // On a busy link the next transfer usually starts the moment x ends. If no other resource
     // has an event before that start, the start is the very next event, and it is handled here
-    // (after everything x's finish did, as the event order requires): one replay of the leaf
-    // instead of two and no trip through the event loop. At a later time a dispatch may come
-    // first, so only starts at this instant qualify.
+    // (after everything x's finish did, as the event order requires): a read-only walk up the
+    // leaf's path and one replay instead of two replays and a trip through the event loop. At a
+    // later time a dispatch may come first, so only starts at this instant qualify.
     // Whether it qualifies is as good as random, so without a timeline the choice is selects,
     // not a branch (allocating 0 bytes changes nothing).
     const Event finish{n.end_s, kTransfer << 32 | (2 * next + 1)};
