@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "placelab/graph/error.h"
 
@@ -63,6 +64,11 @@ struct FlatGraph {
   // Transfer queues: one per link direction that is the first hop of some route, numbered
   // densely. Only those ever hold a queue, so only they need a leaf in the event tree.
   uint32_t num_queues = 0;
+  // Leaves of the event tree: compute slots + queues rounded up to a power of two, so every
+  // leaf is tree_depth levels below the root and the replay loop has one trip count, which the
+  // branch predictor learns (a ragged tree mispredicts its exit on about every other replay).
+  uint32_t num_leaves = 1;
+  uint32_t tree_depth = 0;
   uint32_t max_out_degree = 0;
   std::vector<OpInfo> ops;
   std::vector<OutEdge> out;
@@ -123,19 +129,25 @@ void grow(std::vector<T>& v, std::size_t size) {
   if (v.size() < size) v.resize(size);
 }
 
-// Mutable state of one op during an evaluation, packed so that the handful of fields touched when
-// an op is readied, started or finished share one cache line.
-struct OpState {
-  uint32_t pending;     // in-edges not yet satisfied
-  int32_t output_refs;  // local data consumers + outgoing transfers still to finish
-  DeviceId device;      // effective device (after soft placement)
-  uint16_t slot;        // compute slot the op runs on
+// State of one op during an evaluation, in one 32-byte record (aligned, so one cache line):
+// everything read when the op is readied, started or finished, or its output released. Ops are
+// touched in an order unrelated to their ids, so each separate per-op array would cost a cache
+// miss per access; the duration and output size on its device are copied in for that reason
+// (in one sequential pass when the evaluation starts).
+struct alignas(32) OpState {
+  uint32_t pending;      // in-edges not yet satisfied
+  int32_t output_refs;   // local data consumers + outgoing transfers still to finish
+  DeviceId device;       // effective device (after soft placement)
+  uint16_t slot;         // compute slot the op runs on
+  double duration_s;     // op time on `device`
+  int64_t output_bytes;  // OpInfo::output_bytes
 };
 
 // One transfer (at most one per data edge), in one record.
 struct Transfer {
   double start_s;
   double end_s;
+  int64_t bytes;           // on the wire (the producer's send_bytes), allocated at the start
   uint32_t producer;
   uint32_t next;           // next transfer in the same first-hop queue
   int32_t copy_refs;       // consumer edges on the destination still to finish
@@ -194,6 +206,10 @@ struct Simulator::Prepared : FlatGraph {};
 // Per-evaluation state. Arrays are sized for the largest graph and machine seen so far.
 struct SimWorkspace::Impl {
   std::vector<OpState> ops;
+  // Per op: its effective device, also in OpState, but here 2 bytes per op: small enough to
+  // stay in the L1 cache, so classifying a successor or an input as local or remote (random
+  // op ids, several per op) does not wait for the op's record to come from L2.
+  std::vector<DeviceId> op_device;
   // Per in-edge: the transfer whose received copy feeds this edge (remote data edges only).
   std::vector<uint32_t> in_transfer;
   // The consumer ops of each transfer, one entry per edge, in segments (Transfer::consumers_begin)
@@ -226,10 +242,11 @@ struct SimWorkspace::Impl {
   void reserve_for(const FlatGraph& g) {
     const std::size_t n = g.num_ops, nd = g.num_devices;
     grow(ops, n);
+    grow(op_device, n);
     grow(in_transfer, g.in.size());
     grow(consumers, g.num_data_edges);
     grow(ready, n);
-    grow(events, 2 * (std::size_t{g.slot_off[nd]} + g.num_queues));
+    grow(events, 2 * std::size_t{g.num_leaves});
     grow(transfers, g.num_data_edges);
     grow(links, g.num_links);
     grow(queues, g.num_queues);
@@ -262,8 +279,9 @@ class Evaluation {
  public:
   Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
       : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
-        ops_(w.ops.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
-        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(num_slots_ + g.num_queues) {}
+        ops_(w.ops.data()), op_dev_(w.op_device.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
+        tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(g.num_leaves),
+        tree_depth_(g.tree_depth) {}
 
   void run(std::span<const DeviceId> placement) {
     const uint32_t n = g_.num_ops;
@@ -290,7 +308,8 @@ class Evaluation {
     for (uint32_t op = 0; op < n; ++op) {
       const DeviceId d = g_.effective_device(op, placement[op]);
       const sim_detail::OpInfo& info = g_.ops[op];
-      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0};
+      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, g_.op_time_s[std::size_t{op} * nd_ + d], info.output_bytes};
+      op_dev_[op] = d;
       ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
     }
@@ -315,23 +334,26 @@ class Evaluation {
     // later, or there is none): so that ops made ready at one instant compete by id, and frees
     // at an instant precede the allocations of new starts. A dispatch may schedule zero-length
     // ops at the same instant; they are handled in a new round at that instant.
+    // The dispatch test follows each handler separately (not once at the top of the loop) so
+    // that the branch predictor sees which kind of event came before: after an op finish the
+    // device is always dirty, after a transfer start rarely.
     double now = 0;
+    dispatch_if_instant_over(now);
     for (;;) {
-      Event e = tree_[1];
-      if (any_dirty_ && e.time() != now) {  // kNoEvent's time is NaN: unequal to any time
-        dispatch_dirty(now);
-        e = tree_[1];
-      }
+      const Event e = tree_[1];
       if (e.order == kNoEvent) break;
       // The handler replaces or clears the event's leaf, which removes it from the queue.
       now = e.time();
       const auto id = static_cast<uint32_t>(e.key());
       if ((e.key() >> 32) == kOpFinish) {
         finish_op(id, now);
+        dispatch_if_instant_over(now);
       } else if ((id & 1) == 0) {
         start_transfer(id >> 1, now);
+        dispatch_if_instant_over(now);
       } else {
         finish_transfer(id >> 1, now);
+        dispatch_if_instant_over(now);
       }
     }
     PLACELAB_CHECK(finished_ == n) << "only " << finished_ << " of " << n << " ops ran";
@@ -359,14 +381,16 @@ class Evaluation {
  private:
   // The event queue. Every pending event belongs to one resource that has at most one at a time:
   // a compute slot (the finish of its op) or a transfer queue (its head's start or finish). So
-  // the queue is a tournament tree over a fixed set of leaves, slots first, then queues: leaves at [L, 2L) of tree_, node i < L holds the smaller of nodes 2i and
-  // 2i + 1, and tree_[1] is the next event (kNoEvent when none). Setting a leaf replays its path
-  // to the root: a fixed number of compare-and-select steps without data-dependent branches,
-  // and popping an event plus scheduling the same resource's next one is one such replay.
+  // the queue is a tournament tree over a fixed set of leaves, slots first, then queues, padded
+  // with empty leaves to L = FlatGraph::num_leaves (a power of two): leaves at [L, 2L) of tree_,
+  // node i < L holds the smaller of nodes 2i and 2i + 1, and tree_[1] is the next event
+  // (kNoEvent when none). Setting a leaf replays its path to the root: log2(L)
+  // compare-and-select steps without data-dependent branches, and popping an event plus
+  // scheduling the same resource's next one is one such replay.
   void set_leaf(uint32_t leaf, Event e) {
     uint32_t i = leaf + num_leaves_;
     tree_[i] = e;
-    while (i > 1) {
+    for (uint32_t level = tree_depth_; level != 0; --level) {
       const Event sibling = tree_[i ^ 1];
       if (sim_detail::before(sibling, e)) e = sibling;
       i >>= 1;
@@ -374,12 +398,39 @@ class Evaluation {
     }
   }
   void clear_leaf(uint32_t leaf) { set_leaf(leaf, kNoEventValue()); }
+  // The earliest event of every leaf but `leaf`: the smallest sibling on its path to the root.
+  Event others_min(uint32_t leaf) const {
+    uint32_t i = leaf + num_leaves_;
+    Event m = kNoEventValue();
+    for (uint32_t level = tree_depth_; level != 0; --level) {
+      const Event sibling = tree_[i ^ 1];
+      if (sim_detail::before(sibling, m)) m = sibling;
+      i >>= 1;
+    }
+    return m;
+  }
   static Event kNoEventValue() {
     Event e;
     e.order = kNoEvent;
     return e;
   }
   uint32_t queue_leaf(uint32_t queue) const { return num_slots_ + queue; }
+
+  // `pick ? a : b` computed with masks: for conditions that depend on the placement, where a
+  // branch would be mispredicted about half the time (gcc turns the plain ternary into one).
+  template <typename T>
+  static T select(bool pick, T a, T b) {
+    if constexpr (std::is_pointer_v<T>) {
+      return reinterpret_cast<T>(select(pick, reinterpret_cast<uintptr_t>(a), reinterpret_cast<uintptr_t>(b)));
+    } else if constexpr (std::is_same_v<T, unsigned __int128>) {  // no make_unsigned for it in ISO mode
+      const T mask = static_cast<T>(0) - static_cast<T>(pick);
+      return (a & mask) | (b & ~mask);
+    } else {
+      using U = std::make_unsigned_t<T>;
+      const U mask = static_cast<U>(0) - static_cast<U>(pick);
+      return static_cast<T>((static_cast<U>(a) & mask) | (static_cast<U>(b) & ~mask));
+    }
+  }
 
   // Memory accounting. Without a timeline, a zero-byte buffer needs no test: adding 0 changes
   // neither the total nor the peak. With one, empty buffers are not sampled (docs/simulator.md).
@@ -420,7 +471,7 @@ class Evaluation {
 
   // Appends `op` to its device's FIFO; among ops ready at the same time, smaller ids go first.
   void make_ready(uint32_t op, double now) {
-    const DeviceId d = ops_[op].device;
+    const DeviceId d = op_dev_[op];
     ReadyOp* queue = w_.ready.data();
     DeviceState& ds = devs_[d];
     const uint32_t head = ds.ready_head;
@@ -428,6 +479,13 @@ class Evaluation {
     for (; i > head && queue[i - 1].time == now && queue[i - 1].op > op; --i) queue[i] = queue[i - 1];
     queue[i] = ReadyOp{now, op};
     mark_dirty(d);
+  }
+
+  // Dispatches when something is ready or freed and no more events happen at `now` (the next
+  // event is later, or there is none: kNoEvent's time is NaN, unequal to any time). Inlined
+  // at each call site on purpose (see run()).
+  [[gnu::always_inline]] void dispatch_if_instant_over(double now) {
+    if (any_dirty_ && tree_[1].time() != now) dispatch_dirty(now);
   }
 
   // Starts ready ops on the free slots of every device touched since the last dispatch, in
@@ -451,16 +509,17 @@ class Evaluation {
       while (w_.slot_busy[s]) ++s;  // lowest free slot; a free one exists (free_slots > 0)
       w_.slot_busy[s] = 1;
       --ds.free_slots;
-      ops_[op].slot = static_cast<uint16_t>(s - first);
-      const double duration = g_.op_time_s[std::size_t{op} * nd_ + d];
-      allocate(d, g_.ops[op].output_bytes, now);
+      OpState& started = ops_[op];
+      started.slot = static_cast<uint16_t>(s - first);
+      const double duration = started.duration_s;
+      allocate(d, started.output_bytes, now);
       DeviceStats& stats = r_.devices[d];
       stats.busy_s += duration;
       ++stats.num_ops;
       set_leaf(s, Event{now + duration, kOpFinish << 32 | op});
       if constexpr (kRecord) {
         r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, static_cast<uint16_t>(s - first), now,
-                               now + duration, g_.ops[op].output_bytes});
+                               now + duration, started.output_bytes});
       }
     }
   }
@@ -478,6 +537,10 @@ class Evaluation {
 
     // Successors: local data edges and every control edge are satisfied now; remote data edges
     // are grouped by destination device (a bit set and a count per device), one transfer each.
+    // Whether an edge is remote depends on the placement and is as good as random, so it is
+    // arithmetic here, not a branch: a remote edge is listed (the slot past the list is
+    // overwritten otherwise), counted and marked, and leaves its consumer's count unchanged,
+    // which is then still positive (that edge is unsatisfied), so one test decides readiness.
     const sim_detail::OutEdge* out = g_.out.data();
     int32_t refs = 0;
     uint32_t num_dest = 0;
@@ -485,17 +548,18 @@ class Evaluation {
     for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
       const sim_detail::OutEdge& e = out[k];
       OpState& c = ops_[e.dst];
-      const DeviceId dc = c.device;
-      if (!e.data || dc == d) {
-        refs += e.data ? 1 : 0;
-        if (--c.pending == 0) make_ready(e.dst, now);
-      } else {
-        remote_[num_remote++] = k;
-        if (devs_[dc].dest_edges++ == 0) {
-          w_.dest_bits[dc >> 6] |= uint64_t{1} << (dc & 63);
-          ++num_dest;
-        }
-      }
+      const DeviceId dc = op_dev_[e.dst];
+      const uint32_t data = e.data ? 1 : 0;
+      const uint32_t remote = data & (dc != d ? 1u : 0u);
+      refs += static_cast<int32_t>(data - remote);
+      remote_[num_remote] = k;
+      num_remote += remote;
+      DeviceState& ds = devs_[dc];
+      num_dest += remote & (ds.dest_edges == 0 ? 1u : 0u);
+      ds.dest_edges += remote;
+      w_.dest_bits[dc >> 6] |= uint64_t{remote} << (dc & 63);
+      c.pending -= 1 - remote;
+      if (c.pending == 0) make_ready(e.dst, now);
     }
     if (num_dest > 0) {
       // Transfers in increasing destination id.
@@ -508,7 +572,7 @@ class Evaluation {
       }
       for (uint32_t i = 0; i < num_remote; ++i) {
         const sim_detail::OutEdge& e = out[remote_[i]];
-        DeviceState& ds = devs_[ops_[e.dst].device];
+        DeviceState& ds = devs_[op_dev_[e.dst]];
         w_.in_transfer[e.in_pos] = ds.dest_transfer;
         w_.consumers[ds.dest_fill++] = e.dst;
       }
@@ -517,17 +581,20 @@ class Evaluation {
     self.output_refs = refs;
     release_if(refs == 0, d, info.output_bytes, now);
 
-    // Inputs: this consumer no longer needs them.
+    // Inputs: this consumer no longer needs them: a local input holds the producer's output, a
+    // remote one the received copy. Which one is placement-dependent, so the reference count
+    // and the size are selected, not branched on (in_transfer of a local edge is stale but
+    // within the transfer array, and only its address is formed).
     const sim_detail::InEdge* in = g_.in.data();
     for (uint32_t k = info.in_begin; k < info.in_end; ++k) {
       const sim_detail::InEdge& e = in[k];
       if (!e.data) continue;
       OpState& p = ops_[e.src];
-      if (p.device == d) {
-        release_if(--p.output_refs == 0, d, g_.ops[e.src].output_bytes, now);
-      } else {
-        release_if(--xfers_[w_.in_transfer[k]].copy_refs == 0, d, g_.ops[e.src].send_bytes, now);
-      }
+      Transfer* copy = xfers_ + w_.in_transfer[k];
+      const bool local = op_dev_[e.src] == d;
+      int32_t* refs_left = select(local, &p.output_refs, &copy->copy_refs);
+      const int64_t* bytes = select(local, &p.output_bytes, &copy->bytes);
+      release_if(--*refs_left == 0, d, *bytes, now);
     }
   }
 
@@ -538,6 +605,7 @@ class Evaluation {
     DeviceState& ds = devs_[dst];
     Transfer& t = xfers_[x];
     t.producer = producer;
+    t.bytes = bytes;
     t.dst = dst;
     t.copy_refs = static_cast<int32_t>(ds.dest_edges);
     t.next = kNoTransfer;
@@ -585,22 +653,47 @@ class Evaluation {
 
   void start_transfer(uint32_t x, double now) {
     const Transfer& t = xfers_[x];
-    allocate(t.dst, g_.ops[t.producer].send_bytes, now);
+    allocate(t.dst, t.bytes, now);
     set_leaf(queue_leaf(t.queue), Event{t.end_s, kTransfer << 32 | (2 * x + 1)});
   }
 
   void finish_transfer(uint32_t x, double now) {
     const Transfer& t = xfers_[x];
     const uint32_t producer = t.producer;
-    // x heads its first hop's queue; hand the queue's leaf to the next transfer.
-    w_.queues[t.queue].head = t.next;
-    set_leaf(queue_leaf(t.queue),
-             t.next != kNoTransfer ? Event{xfers_[t.next].start_s, kTransfer << 32 | 2 * t.next} : kNoEventValue());
+    const uint32_t next = t.next;
+    const uint32_t leaf = queue_leaf(t.queue);
     const uint32_t* consumer = w_.consumers.data() + t.consumers_begin;
     for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
       if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
     OpState& p = ops_[producer];
-    release_if(--p.output_refs == 0, p.device, g_.ops[producer].output_bytes, now);
+    release_if(--p.output_refs == 0, p.device, p.output_bytes, now);
+
+    // x heads its first hop's queue; hand the queue's leaf to the next transfer.
+    w_.queues[t.queue].head = next;
+    if (next == kNoTransfer) {
+      clear_leaf(leaf);
+      return;
+    }
+    const Transfer& n = xfers_[next];
+    const Event start{n.start_s, kTransfer << 32 | 2 * next};
+    // On a busy link the next transfer usually starts the moment x ends. If no other resource
+    // has an event before that start, the start is the very next event, and it is handled here
+    // (after everything x's finish did, as the event order requires): a read-only walk up the
+    // leaf's path and one replay instead of two replays and a trip through the event loop. At a
+    // later time a dispatch may come first, so only starts at this instant qualify.
+    // Whether it qualifies is as good as random, so without a timeline the choice is selects,
+    // not a branch (allocating 0 bytes changes nothing).
+    const Event finish{n.end_s, kTransfer << 32 | (2 * next + 1)};
+    const bool started = (n.start_s == now) & sim_detail::before(start, others_min(leaf));
+    const int64_t bytes = n.bytes;
+    if constexpr (kRecord) {
+      if (started) allocate(n.dst, bytes, now);
+    } else {
+      allocate(n.dst, bytes & -static_cast<int64_t>(started), now);
+    }
+    Event e;
+    e.order = select(started, finish.order, start.order);
+    set_leaf(leaf, e);
   }
 
   const FlatGraph& g_;
@@ -609,6 +702,7 @@ class Evaluation {
   const uint32_t nd_;
   const uint32_t nwords_;
   OpState* const ops_;
+  DeviceId* const op_dev_;
   DeviceState* const devs_;
   uint32_t* const remote_;
   LinkState* const links_;
@@ -616,6 +710,7 @@ class Evaluation {
   Event* const tree_;
   const uint32_t num_slots_;
   const uint32_t num_leaves_;
+  const uint32_t tree_depth_;
   uint32_t num_transfers_ = 0;
   uint32_t num_consumers_ = 0;  // entries of Impl::consumers in use
   uint32_t finished_ = 0;
@@ -743,6 +838,8 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
       pair.hop_end = static_cast<uint32_t>(g.route_hops.size());
     }
   }
+  g.num_leaves = std::bit_ceil(g.slot_off[nd] + g.num_queues);
+  g.tree_depth = static_cast<uint32_t>(std::countr_zero(g.num_leaves));
 }
 
 Simulator::~Simulator() = default;
