@@ -39,6 +39,7 @@ struct CalibrateArgs {
   int cores_per_device = 1;
   int max_devices = 0;
   std::string clock = "wall";
+  int in_situ_steps = 6;
 };
 
 // The distinct kernel signatures of every --graph and --model, in order of first appearance.
@@ -73,6 +74,8 @@ void print_calibration(const Machine& m, const Calibration& c) {
 void run_calibrate(const CalibrateArgs& a) {
   if (a.out.empty()) throw InputError("--out: required (the calibrated machine file to write)");
   if (a.backend == "cpu") {
+    if (a.in_situ_steps < 0 || a.in_situ_steps == 1)
+      throw InputError("--in-situ-steps " + std::to_string(a.in_situ_steps) + ": must be 0 (off) or >= 2");
     CpuCalibrationOptions o;
     o.cores_per_device = a.cores_per_device;
     o.max_devices = a.max_devices;
@@ -91,6 +94,16 @@ void run_calibrate(const CalibrateArgs& a) {
       last_stage = p.stage;
     });
     if (tty) fmt::print(stderr, "\n");
+    if (a.in_situ_steps >= 2) {
+      std::vector<GraphSource> sources;
+      for (const auto& g : a.graphs) sources.push_back(load_graph_source(g, ""));
+      for (const auto& m : a.models) sources.push_back(load_graph_source("", m));
+      for (const GraphSource& src : sources) {
+        fmt::print(stderr, "in situ   {} on each device, {} steps\n", src.label, a.in_situ_steps);
+        InSituReport rep = calibrate_in_situ(src.graph, r, {.steps = a.in_situ_steps, .fit = o.fit});
+        fmt::print("in situ: {} signature times of {} measured inside executor steps\n", rep.signatures, src.label);
+      }
+    }
     write_calibrated_machine(a.out, r.machine, r.calibration);
     fmt::print("calibrated {} CPU device(s) of this machine in {:.1f} s{}\n", r.machine.num_devices(), r.elapsed_s,
                r.pinned ? "" : " (WARNING: some threads could not be pinned to their cores)");
@@ -241,6 +254,10 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--out,-o", ca->out, "Calibrated machine file to write (e.g. hwmodels/calibrated/localhost.yaml)");
   cal->add_option("--graph", ca->graphs, "Also measure exactly this graph's kernel signatures (repeatable)");
   cal->add_option("--model", ca->models, "Also measure exactly this zoo model's kernel signatures (repeatable)");
+  cal->add_option("--in-situ-steps", ca->in_situ_steps,
+                  "cpu: with --graph/--model, also run each graph on the executor (all ops on one device, each "
+                  "device in turn) for this many steps and time its signatures inside real steps; 0 = off")
+      ->capture_default_str();
   cal->add_flag("--no-sweep", ca->no_sweep, "Measure only the --graph/--model signatures, not the built-in size sweep");
   cal->add_option("--sweep-scale", ca->sweep_scale, "Shrink the built-in sweep (0, 1] for a quick calibration")
       ->capture_default_str();

@@ -407,4 +407,39 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
   return result;
 }
 
+InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, const InSituOptions& options) {
+  if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
+  if (options.rounds < 1) throw InputError("InSituOptions.rounds = " + std::to_string(options.rounds) + ": must be >= 1");
+  InSituReport report;
+  const Machine& m = result.machine;
+  CpuExecutorOptions eo{.steps = options.steps};
+  for (const DeviceCalibration& dc : result.calibration.devices) eo.device_cores.push_back(dc.cores);
+  CpuExecutor exec(graph, m, eo);
+  // samples[d][sig]: one value per (op, round). Rounds alternate the devices, so a slow spell of a
+  // shared machine (seconds long on a VM) lands in one round of each device rather than in all
+  // rounds of one; the median then drops it.
+  using Samples = std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>;
+  std::vector<Samples> samples(m.num_devices());
+  report.step_time_s.assign(m.num_devices(), 0);
+  for (int round = 0; round < options.rounds; ++round)
+    for (std::size_t d = 0; d < m.num_devices(); ++d) {
+      const Placement all_here(graph.num_ops(), static_cast<DeviceId>(d));
+      ExecutionResult r = exec.run(all_here);
+      if (r.oom) throw InputError("in-situ calibration: " + r.oom_message);
+      for (OpId op = 0; op < graph.num_ops(); ++op) {
+        const KernelSignature& sig = graph.op(op).kernel;
+        if (sig.cls != KernelClass::kNoop) samples[d][sig].push_back(r.op_time_s[op]);
+      }
+      report.step_time_s[d] += r.step_time_s / options.rounds;
+    }
+  for (std::size_t d = 0; d < m.num_devices(); ++d)
+    for (auto& [sig, times] : samples[d]) {
+      std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+      result.calibration.devices[d].kernel_times_s[sig] = times[times.size() / 2];
+      ++report.signatures;
+    }
+  result.calibration.refit(options.fit);
+  return report;
+}
+
 }  // namespace placelab

@@ -142,6 +142,7 @@ class Run {
     const int steps = options_.steps;
     result.op_start_s.assign(graph_.num_ops(), 0);
     result.op_end_s.assign(graph_.num_ops(), 0);
+    result.op_time_s.assign(graph_.num_ops(), 0);
     for (int step = 0; step < steps; ++step) {
       double step_s = run_step();
       result.step_times_s.push_back(step_s);
@@ -149,6 +150,7 @@ class Run {
       for (std::size_t i = 0; i < tasks_.size(); ++i) {
         const double d = end_s_[i] - start_s_[i];
         (tasks_[i].is_copy ? result.device_copy_s : result.device_busy_s)[tasks_[i].device] += d;
+        if (!tasks_[i].is_copy) result.op_time_s[tasks_[i].op] += d;
         if (options_.measure_cpu_time && !tasks_[i].is_copy) result.device_busy_cpu_s[tasks_[i].device] += cpu_s_[i];
       }
     }
@@ -161,6 +163,7 @@ class Run {
     for (double& b : result.device_busy_s) b /= measured;
     for (double& b : result.device_copy_s) b /= measured;
     for (double& b : result.device_busy_cpu_s) b /= measured;
+    for (double& t : result.op_time_s) t /= measured;
     result.pinned = all_pinned_.load();
     return result;
   }

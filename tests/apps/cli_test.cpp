@@ -55,6 +55,13 @@ TEST_F(Cli, HelpListsTheCommands) {
   EXPECT_NE(r.out.find("simulate"), std::string::npos);
 }
 
+TEST_F(Cli, CalibrateRejectsABadInSituStepCountBeforeMeasuring) {
+  CliResult r = placelab("calibrate --backend cpu --in-situ-steps 1 --out " + (dir_ / "never.yaml").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("--in-situ-steps 1"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "never.yaml"));
+}
+
 TEST_F(Cli, NoCommandIsAUsageError) { EXPECT_EQ(placelab("").status, 2); }
 
 TEST_F(Cli, MachinesListsEveryPreset) {

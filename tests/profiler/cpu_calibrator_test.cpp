@@ -148,6 +148,47 @@ TEST(CpuCalibration, MeasuresDevicesAndCopiesAndDerivesALoadableMachine) {
   EXPECT_EQ(v.measured_steps_s.size(), 3u);
 }
 
+// In-situ calibration replaces exactly the graph's signatures on every device with times taken
+// inside executor steps (positive, no larger than a step), leaves the sweep's other signatures
+// alone and refits.
+TEST(CpuCalibration, InSituTimesTheGraphsSignaturesInsideExecutorSteps) {
+  CpuCalibrationOptions o = quick_options();
+  OpGraph g;
+  OpId a = g.add_op({.name = "a", .type = "MatMul", .kernel = KernelSignature::gemm(64, 64, 64)});
+  OpId b = g.add_op({.name = "b", .type = "Add", .kernel = KernelSignature::elementwise(1 << 14, 2)});
+  OpId c = g.add_op({.name = "c", .type = "Add", .kernel = KernelSignature::elementwise(1 << 14, 2)});
+  OpId n = g.add_op({.name = "n", .type = "NoOp"});
+  g.add_edge(a, b, {.bytes = 64 * 64 * 4});
+  g.add_edge(b, c, {.bytes = 1 << 16});
+  g.add_edge(c, n, {.control = true});
+  // No sweep and warm caches: only the graph's signatures and one more, quickly.
+  o.sweep = false;
+  o.timing.cold_cache = false;
+  const KernelSignature sweep_only = KernelSignature::gemm(40, 24, 56);
+  o.signatures = graph_signatures(g);
+  o.signatures.push_back(sweep_only);
+  CalibrationResult r = calibrate_cpu(o);
+  const std::size_t nd = r.machine.num_devices();
+  const double sweep_only_time = r.calibration.devices[0].kernel_times_s.at(sweep_only);
+
+  InSituReport rep = calibrate_in_situ(g, r, {.steps = 3, .rounds = 2});
+  EXPECT_EQ(rep.signatures, static_cast<int>(2 * nd));  // gemm and elementwise, per device
+  ASSERT_EQ(rep.step_time_s.size(), nd);
+  for (std::size_t d = 0; d < nd; ++d) {
+    EXPECT_GT(rep.step_time_s[d], 0);
+    for (OpId op : {a, b}) {
+      const double t = r.calibration.devices[d].kernel_times_s.at(g.op(op).kernel);
+      EXPECT_GT(t, 0);
+      EXPECT_LT(t, rep.step_time_s[d] * 2);  // one op of a step (mean of rounds, hence the slack)
+    }
+    EXPECT_FALSE(r.calibration.devices[d].fits.empty());
+  }
+  EXPECT_EQ(r.calibration.devices[0].kernel_times_s.at(sweep_only), sweep_only_time);
+
+  EXPECT_THROW(calibrate_in_situ(g, r, {.steps = 1}), InputError);
+  EXPECT_THROW(calibrate_in_situ(g, r, {.steps = 3, .rounds = 0}), InputError);
+}
+
 TEST(Verify, SpearmanAndSummary) {
   std::vector<double> a = {1, 2, 3, 4, 5}, b = {10, 20, 30, 50, 40}, c = {5, 4, 3, 2, 1};
   EXPECT_DOUBLE_EQ(spearman_correlation(a, a), 1.0);

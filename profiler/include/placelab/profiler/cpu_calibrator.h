@@ -123,4 +123,20 @@ struct CalibrationResult {
 // item. Throws InputError for invalid options or a signature above max_kernel_bytes.
 CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const CalibrationProgressCallback& progress = {});
 
+// In-situ calibration: the sweep times each kernel alone, in a loop, with flushed caches; inside a
+// training step a kernel meets other cache contents (weights evicted by other tenants of a shared
+// L3, activations still hot). This runs `graph` on the CPU executor with all ops on each device in
+// turn and replaces each of the graph's signatures' times on that device by the median over its
+// ops of their mean in-step time, then refits. The calibration's devices need their cores.
+struct InSituOptions {
+  int steps = 6;     // executor steps per run (>= 2; the first is warm-up)
+  int rounds = 3;    // runs per device, alternating devices; per signature the median over all
+  FitOptions fit;
+};
+struct InSituReport {
+  int signatures = 0;                // (device, signature) times replaced
+  std::vector<double> step_time_s;   // the measured step with every op on device d (mean of rounds)
+};
+InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, const InSituOptions& options = {});
+
 }  // namespace placelab

@@ -57,6 +57,9 @@ struct ExecutionResult {
   int64_t copy_bytes_per_step = 0;
   // The last step's timeline, seconds from the step's start, indexed by OpId.
   std::vector<double> op_start_s, op_end_s;
+  // Per op (OpId): its kernel's mean time per step over the steps after the first, in the cache
+  // and thread conditions of a real step (what in-situ calibration reads).
+  std::vector<double> op_time_s;
   bool pinned = false;              // every worker thread got its core affinity
 };
 
