@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     ap.add_argument("--random", type=int, default=10)
     ap.add_argument("--steps", type=int, default=11)
+    ap.add_argument("--alone", action="store_true", help="calibrate with --in-situ-alone (uncontended in-situ runs)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="measure every placement this many times, in passes over the whole list (a slow "
                          "spell of a shared machine then hits one pass of every placement), and use the median")
@@ -88,6 +89,8 @@ def main():
         cmd = [a.placelab, "calibrate", "--backend", "cpu", "--devices", str(a.devices), "--out", cal]
         for m in a.models:
             cmd += ["--model", m]
+        if a.alone:
+            cmd.append("--in-situ-alone")
         print("calibrating:", " ".join(cmd), flush=True)
         print(run(cmd), flush=True)
     devices = [f"cpu:{i}" for i in range(a.devices)]

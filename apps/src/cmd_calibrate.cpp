@@ -40,6 +40,7 @@ struct CalibrateArgs {
   int max_devices = 0;
   std::string clock = "wall";
   int in_situ_steps = 6;
+  bool in_situ_alone = false;
 };
 
 // The distinct kernel signatures of every --graph and --model, in order of first appearance.
@@ -100,7 +101,7 @@ void run_calibrate(const CalibrateArgs& a) {
       for (const auto& m : a.models) sources.push_back(load_graph_source("", m));
       for (const GraphSource& src : sources) {
         fmt::print(stderr, "in situ   {} on each device, {} steps\n", src.label, a.in_situ_steps);
-        InSituReport rep = calibrate_in_situ(src.graph, r, {.steps = a.in_situ_steps, .fit = o.fit});
+        InSituReport rep = calibrate_in_situ(src.graph, r, {.steps = a.in_situ_steps, .co_run = !a.in_situ_alone, .fit = o.fit});
         fmt::print("in situ: {} signature times of {} measured inside executor steps\n", rep.signatures, src.label);
       }
     }
@@ -258,6 +259,9 @@ void add_calibrate_commands(CLI::App& app) {
                   "cpu: with --graph/--model, also run each graph on the executor (all ops on one device, each "
                   "device in turn) for this many steps and time its signatures inside real steps; 0 = off")
       ->capture_default_str();
+  cal->add_flag("--in-situ-alone", ca->in_situ_alone,
+               "cpu: time the in-situ runs one device at a time (default: every device runs its copy at "
+               "once, so kernel times include the contention of a step that keeps all devices busy)");
   cal->add_flag("--no-sweep", ca->no_sweep, "Measure only the --graph/--model signatures, not the built-in size sweep");
   cal->add_option("--sweep-scale", ca->sweep_scale, "Shrink the built-in sweep (0, 1] for a quick calibration")
       ->capture_default_str();

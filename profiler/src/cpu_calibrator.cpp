@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include <time.h>
@@ -421,17 +422,39 @@ InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, 
   using Samples = std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>;
   std::vector<Samples> samples(m.num_devices());
   report.step_time_s.assign(m.num_devices(), 0);
-  for (int round = 0; round < options.rounds; ++round)
-    for (std::size_t d = 0; d < m.num_devices(); ++d) {
-      const Placement all_here(graph.num_ops(), static_cast<DeviceId>(d));
-      ExecutionResult r = exec.run(all_here);
-      if (r.oom) throw InputError("in-situ calibration: " + r.oom_message);
-      for (OpId op = 0; op < graph.num_ops(); ++op) {
-        const KernelSignature& sig = graph.op(op).kernel;
-        if (sig.cls != KernelClass::kNoop) samples[d][sig].push_back(r.op_time_s[op]);
-      }
-      report.step_time_s[d] += r.step_time_s / options.rounds;
+  auto record = [&](std::size_t d, const ExecutionResult& r) {
+    if (r.oom) throw InputError("in-situ calibration: " + r.oom_message);
+    for (OpId op = 0; op < graph.num_ops(); ++op) {
+      const KernelSignature& sig = graph.op(op).kernel;
+      if (sig.cls != KernelClass::kNoop) samples[d][sig].push_back(r.op_time_s[op]);
     }
+    report.step_time_s[d] += r.step_time_s / options.rounds;
+  };
+  const std::size_t nd = m.num_devices();
+  for (int round = 0; round < options.rounds; ++round) {
+    if (!options.co_run || nd == 1) {
+      for (std::size_t d = 0; d < nd; ++d) record(d, exec.run(Placement(graph.num_ops(), static_cast<DeviceId>(d))));
+      continue;
+    }
+    // Every device runs its own copy of the graph at the same time, so each kernel is timed under
+    // the contention (shared caches, memory bandwidth, sibling hyperthreads) of a step that keeps
+    // all devices busy.
+    std::vector<ExecutionResult> results(nd);
+    std::vector<std::exception_ptr> errors(nd);
+    std::vector<std::thread> threads;
+    for (std::size_t d = 0; d < nd; ++d)
+      threads.emplace_back([&, d] {
+        try {
+          results[d] = exec.run(Placement(graph.num_ops(), static_cast<DeviceId>(d)));
+        } catch (...) {
+          errors[d] = std::current_exception();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (std::size_t d = 0; d < nd; ++d) record(d, results[d]);
+  }
   for (std::size_t d = 0; d < m.num_devices(); ++d)
     for (auto& [sig, times] : samples[d]) {
       std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());

@@ -185,6 +185,9 @@ TEST(CpuCalibration, InSituTimesTheGraphsSignaturesInsideExecutorSteps) {
   }
   EXPECT_EQ(r.calibration.devices[0].kernel_times_s.at(sweep_only), sweep_only_time);
 
+  // One device at a time (the default runs all devices' copies at once).
+  EXPECT_EQ(calibrate_in_situ(g, r, {.steps = 2, .rounds = 1, .co_run = false}).signatures, static_cast<int>(2 * nd));
+
   EXPECT_THROW(calibrate_in_situ(g, r, {.steps = 1}), InputError);
   EXPECT_THROW(calibrate_in_situ(g, r, {.steps = 3, .rounds = 0}), InputError);
 }

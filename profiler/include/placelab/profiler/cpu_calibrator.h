@@ -131,6 +131,10 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
 struct InSituOptions {
   int steps = 6;     // executor steps per run (>= 2; the first is warm-up)
   int rounds = 3;    // runs per device, alternating devices; per signature the median over all
+  // Run every device's copy at the same time (one executor run per device, in parallel), so the
+  // times include the contention of a step that keeps all devices busy (on the development VM
+  // this took the worst error over 30 placements from 60 % to 15 %, docs/reproductions.md).
+  bool co_run = true;
   FitOptions fit;
 };
 struct InSituReport {
