@@ -43,15 +43,21 @@ struct CalibrateArgs {
   bool in_situ_alone = false;
 };
 
-// The distinct kernel signatures of every --graph and --model, in order of first appearance.
-std::vector<KernelSignature> requested_signatures(const CalibrateArgs& a) {
+// Every --graph and --model, loaded once: their signatures are measured and, for the CPU
+// backend, the graphs themselves run in situ.
+std::vector<GraphSource> requested_graphs(const CalibrateArgs& a) {
+  std::vector<GraphSource> out;
+  for (const auto& g : a.graphs) out.push_back(load_graph_source(g, ""));
+  for (const auto& m : a.models) out.push_back(load_graph_source("", m));
+  return out;
+}
+
+// The distinct kernel signatures of `sources`, in order of first appearance.
+std::vector<KernelSignature> requested_signatures(const std::vector<GraphSource>& sources) {
   std::vector<KernelSignature> out;
-  auto add = [&](const OpGraph& g) {
-    for (const KernelSignature& sig : graph_signatures(g))
+  for (const GraphSource& src : sources)
+    for (const KernelSignature& sig : graph_signatures(src.graph))
       if (std::find(out.begin(), out.end(), sig) == out.end()) out.push_back(sig);
-  };
-  for (const auto& g : a.graphs) add(load_graph_source(g, "").graph);
-  for (const auto& m : a.models) add(load_graph_source("", m).graph);
   return out;
 }
 
@@ -82,7 +88,8 @@ void run_calibrate(const CalibrateArgs& a) {
     o.max_devices = a.max_devices;
     o.sweep = !a.no_sweep;
     o.sweep_scale = a.sweep_scale;
-    o.signatures = requested_signatures(a);
+    const std::vector<GraphSource> sources = requested_graphs(a);
+    o.signatures = requested_signatures(sources);
     if (a.clock == "thread") o.timing.clock = TimingClock::kThreadCpu;
     else if (a.clock != "wall") throw InputError("--clock " + a.clock + ": must be wall or thread");
     const bool tty = isatty(fileno(stderr)) != 0;
@@ -96,9 +103,6 @@ void run_calibrate(const CalibrateArgs& a) {
     });
     if (tty) fmt::print(stderr, "\n");
     if (a.in_situ_steps >= 2) {
-      std::vector<GraphSource> sources;
-      for (const auto& g : a.graphs) sources.push_back(load_graph_source(g, ""));
-      for (const auto& m : a.models) sources.push_back(load_graph_source("", m));
       for (const GraphSource& src : sources) {
         fmt::print(stderr, "in situ   {} on each device, {} steps\n", src.label, a.in_situ_steps);
         InSituReport rep = calibrate_in_situ(src.graph, r, {.steps = a.in_situ_steps, .co_run = !a.in_situ_alone, .fit = o.fit});
@@ -143,7 +147,7 @@ void run_calibrate(const CalibrateArgs& a) {
     GpuCalibrationOptions o;
     o.sweep = !a.no_sweep;
     o.sweep_scale = a.sweep_scale;
-    o.signatures = requested_signatures(a);
+    o.signatures = requested_signatures(requested_graphs(a));
     CalibrationResult r = calibrate_cupti(o);
     write_calibrated_machine(a.out, r.machine, r.calibration);
     fmt::print("calibrated {} device(s) in {:.1f} s\n", r.machine.num_devices(), r.elapsed_s);

@@ -249,8 +249,6 @@ Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const Sc
                  "SCOTCH_graphBuild (machine graph)");
     scotch_check(SCOTCH_graphCheck(&target.g), "SCOTCH_graphCheck (machine graph)");
 
-    SCOTCH_randomSeed(options.seed);
-    SCOTCH_randomReset();
     ScotchContext context(options.seed);
     ScotchGraph source_in_context, target_in_context;
     scotch_check(SCOTCH_contextBindGraph(&context.c, &source.g, &source_in_context.g), "SCOTCH_contextBindGraph");
