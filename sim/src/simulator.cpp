@@ -92,8 +92,9 @@ struct FlatGraph {
 
 // An entry of the event queue, ordered by (time, key) with key = kind << 32 | id: the fixed
 // processing order at one instant that determinism and the memory rules rely on. For an op
-// finish the id is the op; for a transfer it is 2 × transfer + (0 start, 1 finish), so transfer
-// events at one instant go in issue order, a transfer's start before its finish.
+// finish the id is the op; for a transfer finish it is the transfer, so transfer finishes at one
+// instant go in issue order. (A transfer's start needs no event: its received copy is allocated
+// when it is issued, and its links were reserved then.)
 // Times are never negative, and the bit patterns of non-negative doubles order like the values,
 // so (time, key) packs into one 128-bit integer compared without branches. Keys are unique, so
 // the order is total and any correct priority queue pops the same sequence.
@@ -145,9 +146,8 @@ struct alignas(32) OpState {
 
 // One transfer (at most one per data edge), in one record.
 struct Transfer {
-  double start_s;
   double end_s;
-  int64_t bytes;           // on the wire (the producer's send_bytes), allocated at the start
+  int64_t bytes;           // on the wire (the producer's send_bytes), allocated when issued
   uint32_t producer;
   uint32_t next;           // next transfer in the same first-hop queue
   int32_t copy_refs;       // consumer edges on the destination still to finish
@@ -336,7 +336,7 @@ class Evaluation {
     // ops at the same instant; they are handled in a new round at that instant.
     // The dispatch test follows each handler separately (not once at the top of the loop) so
     // that the branch predictor sees which kind of event came before: after an op finish the
-    // device is always dirty, after a transfer start rarely.
+    // device is always dirty, after a transfer finish only when it readied a consumer.
     double now = 0;
     dispatch_if_instant_over(now);
     for (;;) {
@@ -348,11 +348,8 @@ class Evaluation {
       if ((e.key() >> 32) == kOpFinish) {
         finish_op(id, now);
         dispatch_if_instant_over(now);
-      } else if ((id & 1) == 0) {
-        start_transfer(id >> 1, now);
-        dispatch_if_instant_over(now);
       } else {
-        finish_transfer(id >> 1, now);
+        finish_transfer(id, now);
         dispatch_if_instant_over(now);
       }
     }
@@ -398,17 +395,6 @@ class Evaluation {
     }
   }
   void clear_leaf(uint32_t leaf) { set_leaf(leaf, kNoEventValue()); }
-  // The earliest event of every leaf but `leaf`: the smallest sibling on its path to the root.
-  Event others_min(uint32_t leaf) const {
-    uint32_t i = leaf + num_leaves_;
-    Event m = kNoEventValue();
-    for (uint32_t level = tree_depth_; level != 0; --level) {
-      const Event sibling = tree_[i ^ 1];
-      if (sim_detail::before(sibling, m)) m = sibling;
-      i >>= 1;
-    }
-    return m;
-  }
   static Event kNoEventValue() {
     Event e;
     e.order = kNoEvent;
@@ -422,9 +408,6 @@ class Evaluation {
   static T select(bool pick, T a, T b) {
     if constexpr (std::is_pointer_v<T>) {
       return reinterpret_cast<T>(select(pick, reinterpret_cast<uintptr_t>(a), reinterpret_cast<uintptr_t>(b)));
-    } else if constexpr (std::is_same_v<T, unsigned __int128>) {  // no make_unsigned for it in ISO mode
-      const T mask = static_cast<T>(0) - static_cast<T>(pick);
-      return (a & mask) | (b & ~mask);
     } else {
       using U = std::make_unsigned_t<T>;
       const U mask = static_cast<U>(0) - static_cast<U>(pick);
@@ -600,6 +583,10 @@ class Evaluation {
 
   // Issues the transfer of `producer`'s output to `dst`. Links are FIFO resources reserved at
   // issue time: the transfer starts once every hop of its route is free and holds all of them.
+  // The received copy is allocated on `dst` now, as TensorFlow's Recv allocates its output when
+  // the rendezvous with the Send completes and then enqueues the copy (docs/simulator.md). This
+  // is on dst, never on the producer's device, so it does not matter that the producer's finish
+  // releases its inputs after this.
   void send(uint32_t producer, int64_t bytes, DeviceId src, DeviceId dst, double now) {
     const uint32_t x = num_transfers_++;
     DeviceState& ds = devs_[dst];
@@ -637,24 +624,18 @@ class Evaluation {
       link.bytes += bytes;
       link.busy_s += duration;
     }
-    t.start_s = start;
     t.end_s = end;
     t.queue = pair.queue;
+    allocate(dst, bytes, now);
     QueueState& q = w_.queues[pair.queue];
     if (q.head == kNoTransfer) {
       q.head = x;
-      set_leaf(queue_leaf(pair.queue), Event{start, kTransfer << 32 | 2 * x});
+      set_leaf(queue_leaf(pair.queue), Event{end, kTransfer << 32 | x});
     } else {
       xfers_[q.tail].next = x;
     }
     q.tail = x;
     if constexpr (kRecord) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
-  }
-
-  void start_transfer(uint32_t x, double now) {
-    const Transfer& t = xfers_[x];
-    allocate(t.dst, t.bytes, now);
-    set_leaf(queue_leaf(t.queue), Event{t.end_s, kTransfer << 32 | (2 * x + 1)});
   }
 
   void finish_transfer(uint32_t x, double now) {
@@ -674,26 +655,8 @@ class Evaluation {
       clear_leaf(leaf);
       return;
     }
-    const Transfer& n = xfers_[next];
-    const Event start{n.start_s, kTransfer << 32 | 2 * next};
-    // On a busy link the next transfer usually starts the moment x ends. If no other resource
-    // has an event before that start, the start is the very next event, and it is handled here
-    // (after everything x's finish did, as the event order requires): a read-only walk up the
-    // leaf's path and one replay instead of two replays and a trip through the event loop. At a
-    // later time a dispatch may come first, so only starts at this instant qualify.
-    // Whether it qualifies is as good as random, so without a timeline the choice is selects,
-    // not a branch (allocating 0 bytes changes nothing).
-    const Event finish{n.end_s, kTransfer << 32 | (2 * next + 1)};
-    const bool started = (n.start_s == now) & sim_detail::before(start, others_min(leaf));
-    const int64_t bytes = n.bytes;
-    if constexpr (kRecord) {
-      if (started) allocate(n.dst, bytes, now);
-    } else {
-      allocate(n.dst, bytes & -static_cast<int64_t>(started), now);
-    }
-    Event e;
-    e.order = select(started, finish.order, start.order);
-    set_leaf(leaf, e);
+    // Its successor in the queue finishes next of the queue (FIFO: it ends no earlier than x).
+    set_leaf(leaf, Event{xfers_[next].end_s, kTransfer << 32 | next});
   }
 
   const FlatGraph& g_;
@@ -725,8 +688,8 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
   const Machine& machine = cost.machine();
   PLACELAB_CHECK(machine.num_devices() > 0) << "machine '" << machine.name << "' has no devices";
   PLACELAB_CHECK(graph.num_ops() < std::numeric_limits<uint32_t>::max()) << graph.num_ops() << " ops";
-  // Transfer event ids are 2 × transfer + 1 in 32 bits.
-  PLACELAB_CHECK(graph.num_edges() < std::numeric_limits<uint32_t>::max() / 2) << graph.num_edges() << " edges";
+  // Transfer ids (at most one per edge) are event ids in 32 bits.
+  PLACELAB_CHECK(graph.num_edges() < std::numeric_limits<uint32_t>::max()) << graph.num_edges() << " edges";
   g.cost = &cost;
   g.machine = &machine;
   g.num_ops = static_cast<uint32_t>(graph.num_ops());

@@ -241,8 +241,8 @@ TEST(Simulator, PeakMemoryOfAKnownScheduleIncludesReceivedCopies) {
   // gpu:0: a [0,1] allocates 100; b [1,2] allocates 200 → 300 transient (peak).
   //   a's copy to gpu:1 [1, 2.1] (1 + 100/1000); b's copy [2.1, 3.3] waits for the link.
   //   a's output is freed at 2.1 (b finished at 2, its send at 2.1); b's at 3.3.
-  // gpu:1: a's copy 100 from 1; b's copy 200 from 2.1 → 300; c [3.3, 4.3] adds 50 → 350 (peak);
-  //   all freed when c finishes.
+  // gpu:1: a's copy 100 from 1; b's copy 200 from its issue at 2 → 300; c [3.3, 4.3] adds 50 →
+  //   350 (peak); all freed when c finishes.
   EXPECT_EQ(r.devices[0].persistent_bytes, 1000);
   EXPECT_EQ(r.devices[0].peak_memory_bytes, 1300);
   EXPECT_EQ(r.devices[1].persistent_bytes, 10);
@@ -256,6 +256,41 @@ TEST(Simulator, PeakMemoryOfAKnownScheduleIncludesReceivedCopies) {
       if (s.device == d) last = s.bytes;
     EXPECT_EQ(last, r.devices[d].persistent_bytes) << d;
   }
+}
+
+TEST(Simulator, AReceivedCopyIsAllocatedWhenIssuedNotWhenTheLinkFrees) {
+  Machine m = mesh_machine(2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1, /*output=*/100, /*persistent=*/0);  // gpu:0
+  add(g, "b", 1, 900, 0);                            // gpu:0
+  add(g, "c", 1, 50, 0);                             // gpu:1, reads a and b
+  add(g, "p", 2.05, 500, 0);                         // gpu:1, no consumers
+  g.add_edge(0, 2, data(100));
+  g.add_edge(1, 2, data(900));
+  SimResult r = run(g, cost, {0, 0, 1, 1});
+  // gpu:0: a [0,1], b [1,2]. a's copy [1, 2.1] (1 + 100/1000). b's copy is issued at 2 and waits
+  // for the link until 2.1: [2.1, 4.0]. c [4, 5].
+  // gpu:1: p [0, 2.05] holds 500 until it finishes; a's copy 100 from 1 → 600; b's copy 900 from
+  // its issue at 2, while p still holds its 500 → 1500 (peak; as TensorFlow's Recv allocates when
+  // the rendezvous completes, before the copy waits for the link); p frees 500 at 2.05; c adds 50
+  // at 4 → 1050. (Allocated at the link's start, 2.1, the peak would be 1050.)
+  EXPECT_DOUBLE_EQ(r.step_time_s, 5);
+  EXPECT_EQ(r.devices[1].peak_memory_bytes, 1500);
+  EXPECT_EQ(r.devices[0].peak_memory_bytes, 1000);
+  bool sampled = false;
+  for (const MemorySample& s : r.memory_timeline)
+    if (s.device == 1 && s.bytes == 1500) {
+      EXPECT_DOUBLE_EQ(s.time_s, 2);
+      sampled = true;
+    }
+  EXPECT_TRUE(sampled);
+  // The same without a timeline.
+  Simulator sim(g, cost);
+  SimWorkspace ws;
+  SimResult fast;
+  sim.simulate(Placement{0, 0, 1, 1}, ws, fast);
+  EXPECT_EQ(fast.devices[1].peak_memory_bytes, 1500);
 }
 
 TEST(Simulator, FreesAtAnInstantPrecedeAllocations) {
