@@ -221,8 +221,8 @@ struct SimWorkspace::Impl {
   // the ops placed there) whose tail is kept sorted by id among ops ready at the same time.
   std::vector<ReadyOp> ready;
   // The event queue: a tournament tree (see Evaluation::set_leaf) over one leaf per compute slot
-  // (the finish of the op running there) and one per transfer queue (the next event of the
-  // transfers queued on it); 2 × leaves entries.
+  // (the finish of the op running there) and one per transfer queue (the finish of the transfer
+  // at its head); 2 × leaves entries.
   std::vector<Event> events;
   std::vector<Transfer> transfers;
   std::vector<LinkState> links;
@@ -377,7 +377,7 @@ class Evaluation {
 
  private:
   // The event queue. Every pending event belongs to one resource that has at most one at a time:
-  // a compute slot (the finish of its op) or a transfer queue (its head's start or finish). So
+  // a compute slot (the finish of its op) or a transfer queue (the finish of its head). So
   // the queue is a tournament tree over a fixed set of leaves, slots first, then queues, padded
   // with empty leaves to L = FlatGraph::num_leaves (a power of two): leaves at [L, 2L) of tree_,
   // node i < L holds the smaller of nodes 2i and 2i + 1, and tree_[1] is the next event
