@@ -155,7 +155,6 @@ struct Transfer {
   // Its consumer edges' ops: [consumers_begin, consumers_begin + copy_refs) of Impl::consumers.
   // (When the transfer finishes, copy_refs still counts them all: none can have started.)
   uint32_t consumers_begin;
-  DeviceId dst;
 };
 
 // Per device.
@@ -593,7 +592,6 @@ class Evaluation {
     Transfer& t = xfers_[x];
     t.producer = producer;
     t.bytes = bytes;
-    t.dst = dst;
     t.copy_refs = static_cast<int32_t>(ds.dest_edges);
     t.next = kNoTransfer;
     t.consumers_begin = num_consumers_;
