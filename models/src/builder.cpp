@@ -430,7 +430,7 @@ struct TrainingGraphBuilder::Impl {
   void create_global_step() {
     bookkeeping("global_step", "");
     global_step_read = variable("global_step", Shape{}, false);
-    global_step_node = values[global_step_read.id].node - 1;
+    global_step_node = vars[static_cast<std::size_t>(values[global_step_read.id].var)].node;
     nodes[global_step_node].op.persistent_bytes = 8;
     values[global_step_read.id].bytes = 8;
   }
@@ -442,8 +442,7 @@ struct TrainingGraphBuilder::Impl {
     Value p = emit1("Floor", ew(1, 1), {emit1("truediv", ew(1, 1), {step}, Shape{})}, Shape{});
     Value power = emit1("Pow", ew(1, 1), {p}, Shape{});
     override_prefix.clear();
-    learning_rate = emit1("ExponentialDecay", ew(1, 1), {power}, Shape{});
-    nodes.back().op.type = "Mul";
+    learning_rate = emit("Mul", "ExponentialDecay", ew(1, 1), {power}, {Shape{}})[0];
   }
   // ExponentialMovingAverage(decay, num_updates=global_step): min(decay, (1 + n) / (10 + n)).
   void create_average_decay() {
