@@ -13,6 +13,7 @@ Needs only the Python standard library. Run it on an otherwise idle machine.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -121,8 +122,7 @@ def main():
                   f"measured {j['measured_s']*1e3:9.3f} ms", flush=True)
     rows = []
     for i, (model, name, _, _) in enumerate(jobs):
-        ms = sorted(measured[i])
-        m = ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2
+        m = statistics.median(measured[i])
         err = (predicted[i] - m) / m if m > 0 else 0.0
         rows.append((model, name, predicted[i], m, err, oom[i], measured[i]))
     print()
@@ -131,7 +131,7 @@ def main():
               f"error {100*r[4]:+6.1f} %")
     ok = [r for r in rows if not r[5]]
     errs = sorted(abs(r[4]) for r in ok)
-    med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
+    med = statistics.median(errs)
     summary = {"placements": len(ok), "median_abs_error": med, "worst_abs_error": errs[-1],
                "spearman": spearman([r[2] for r in ok], [r[3] for r in ok])}
     per_model = {}

@@ -420,8 +420,9 @@ InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, 
   // shared machine (seconds long on a VM) lands in one round of each device rather than in all
   // rounds of one; the median then drops it.
   using Samples = std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>;
-  std::vector<Samples> samples(m.num_devices());
-  report.step_time_s.assign(m.num_devices(), 0);
+  const std::size_t nd = m.num_devices();
+  std::vector<Samples> samples(nd);
+  report.step_time_s.assign(nd, 0);
   auto record = [&](std::size_t d, const ExecutionResult& r) {
     if (r.oom) throw InputError("in-situ calibration: " + r.oom_message);
     for (OpId op = 0; op < graph.num_ops(); ++op) {
@@ -430,7 +431,6 @@ InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, 
     }
     report.step_time_s[d] += r.step_time_s / options.rounds;
   };
-  const std::size_t nd = m.num_devices();
   for (int round = 0; round < options.rounds; ++round) {
     if (!options.co_run || nd == 1) {
       for (std::size_t d = 0; d < nd; ++d) record(d, exec.run(Placement(graph.num_ops(), static_cast<DeviceId>(d))));
@@ -455,10 +455,9 @@ InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, 
       if (e) std::rethrow_exception(e);
     for (std::size_t d = 0; d < nd; ++d) record(d, results[d]);
   }
-  for (std::size_t d = 0; d < m.num_devices(); ++d)
+  for (std::size_t d = 0; d < nd; ++d)
     for (auto& [sig, times] : samples[d]) {
-      std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-      result.calibration.devices[d].kernel_times_s[sig] = times[times.size() / 2];
+      result.calibration.devices[d].kernel_times_s[sig] = median(std::move(times));
       ++report.signatures;
     }
   result.calibration.refit(options.fit);

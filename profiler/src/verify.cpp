@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "placelab/graph/error.h"
+#include "measure_util.h"
 
 namespace placelab {
 
@@ -85,9 +86,7 @@ VerifySummary summarize(std::span<const VerifyReport> reports) {
   s.placements = static_cast<int>(abs_err.size());
   if (abs_err.empty()) return s;
   s.worst_abs_error = *std::max_element(abs_err.begin(), abs_err.end());
-  std::sort(abs_err.begin(), abs_err.end());
-  const std::size_t m = abs_err.size() / 2;
-  s.median_abs_error = abs_err.size() % 2 ? abs_err[m] : 0.5 * (abs_err[m - 1] + abs_err[m]);
+  s.median_abs_error = detail::median(abs_err);
   s.spearman = spearman_correlation(pred, meas);
   return s;
 }
