@@ -153,12 +153,6 @@ TEST(Baselines, OptionsAreValidated) {
   EXPECT_THROW(so.validate(), InputError);
 }
 
-}  // namespace
-}  // namespace placelab
-
-namespace placelab {
-namespace {
-
 // Scotch 7 maps with threads by default; on a graph this large two runs used to differ (Inception-V3
 // on k80x2: 1.279 vs 1.322 s). The baseline must be a function of its inputs and seed.
 TEST(ScotchBaseline, IsDeterministicOnALargeGraph) {
