@@ -602,6 +602,11 @@ struct TrainingGraphBuilder::Impl {
     override_layer = nodes[v.node].op.layer;
     override_colocation = var_name;
     Value shadow = variable(var_name + "/ExponentialMovingAverage", values[v.read].shape, false);
+    // The shadow is a slot colocated with its primary (moving_averages.py: create_slot(...,
+    // colocate_with_primary=True)), so it and its update share the variable's device.
+    const VarRec& sv = vars[static_cast<std::size_t>(values[shadow.id].var)];
+    nodes[sv.node].op.colocation = var_name;
+    nodes[values[sv.read].node].op.colocation = var_name;
     if (after != UINT32_MAX) nodes[values[shadow.id].node].controls.push_back(after);
     average_nodes.push_back(moving_average(static_cast<uint32_t>(values[shadow.id].var), Value{v.read}, average_decay));
     if (after != UINT32_MAX) nodes.back().controls.push_back(after);

@@ -249,6 +249,19 @@ INSTANTIATE_TEST_SUITE_P(Zoo, EveryModel,
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // --- expert placements ------------------------------------------------------------------------
+TEST(ModelZoo, MovingAverageShadowsAreColocatedWithTheirVariables) {
+  // tf.train.ExponentialMovingAverage creates each shadow as a slot colocated with its primary
+  // (moving_averages.py, colocate_with_primary=True), so the shadow, its read and its update
+  // share the variable's colocation key.
+  Model m = make("inception_v3");
+  for (const char* name : {"Conv2d_1a_3x3/conv/weights/ExponentialMovingAverage",
+                           "Conv2d_1a_3x3/conv/weights/ExponentialMovingAverage/read", "AssignMovingAvg"}) {
+    const auto op = m.graph.find(name);
+    ASSERT_TRUE(op.has_value()) << name;
+    EXPECT_EQ(m.graph.op(*op).colocation, "Conv2d_1a_3x3/conv/weights") << name;
+  }
+}
+
 TEST(ExpertPlacement, OneLstmLayerPerGpuWithEmbeddingFirstAndAttentionSoftmaxLast) {
   Model m = make("nmt:layers=4,seq=6");
   const DeviceId gpus[] = {1, 2, 3, 4};
