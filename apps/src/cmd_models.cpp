@@ -72,7 +72,9 @@ nlohmann::json inspect_json(const GraphSource& src) {
   j["groups"] = {{"colocation", group_by_colocation(g).num_groups()},
                  {"single_consumer", group_by_single_consumer(g).num_groups()},
                  {"name_prefix", group_by_name_prefix(g).num_groups()},
-                 {"layer", group_by_layer(g).num_groups()}};
+                 {"layer", group_by_layer(g).num_groups()},
+                 {"model_units", group_by_model_units(g, true).num_groups()},
+                 {"scope_units", group_by_model_units(g, false).num_groups()}};
   for (const auto& [k, t] : by_phase) j["by_phase"][k] = t.to_json();
   for (const auto& [k, t] : by_type) j["by_type"][k] = t.to_json();
   return j;
@@ -87,9 +89,9 @@ void print_inspect(const nlohmann::json& j) {
   fmt::print("memory       {} persistent, {} of op outputs per step\n",
              format_bytes(j["persistent_bytes"].get<int64_t>()), format_bytes(j["output_bytes"].get<int64_t>()));
   const auto& gr = j["groups"];
-  fmt::print("groups       colocation {}, single-consumer {}, name-prefix {}, layer {}\n",
+  fmt::print("groups       colocation {}, single-consumer {}, name-prefix {}, layer {}, model-units {}, scope-units {}\n",
              gr["colocation"].get<int64_t>(), gr["single_consumer"].get<int64_t>(), gr["name_prefix"].get<int64_t>(),
-             gr["layer"].get<int64_t>());
+             gr["layer"].get<int64_t>(), gr["model_units"].get<int64_t>(), gr["scope_units"].get<int64_t>());
   auto table = [](const char* title, const nlohmann::json& rows, std::size_t limit) {
     std::vector<std::pair<std::string, nlohmann::json>> sorted;
     for (const auto& item : rows.items()) sorted.emplace_back(item.key(), item.value());

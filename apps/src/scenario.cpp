@@ -207,7 +207,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
                        s.machine = looks_like_file ? resolve_relative(path, m).string() : m;
                      } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
                      else if (key == "grouping")
-                       s.grouping = r.choice(key, v, {"none", "colocation", "single_consumer", "name_prefix", "layer", "metis"});
+                       s.grouping = r.choice(key, v, {"none", "colocation", "single_consumer", "name_prefix", "layer", "model_units", "scope_units", "metis"});
                      else if (key == "groups") s.metis_groups = static_cast<int>(r.positive(key, v));
                      else if (key == "samples") s.samples = r.positive(key, v);
                      else if (key == "batch") s.batch = r.positive(key, v);

@@ -42,7 +42,7 @@ struct Scenario {
   std::filesystem::path graph;      // graph JSON file, or empty when `model` is set
   std::string machine = "k80x4";    // preset, machine YAML or calibrated machine file
   std::string devices = "all";      // which devices learners may use: all | gpus
-  std::string grouping = "colocation";  // none | colocation | single_consumer | name_prefix | layer | metis
+  std::string grouping = "colocation";  // none | colocation | single_consumer | name_prefix | layer | model_units | metis
   int metis_groups = 256;
   int64_t samples = 2400;           // per learner and seed
   int64_t batch = 12;               // placements per evaluation batch

@@ -113,12 +113,19 @@ Grouping group_by_colocation(const OpGraph& graph) {
   return Grouping(uf.labels());
 }
 
-Grouping group_by_single_consumer(const OpGraph& graph) {
+namespace {
+
+// Mirhoseini et al.'s merge, from the groups `uf` holds: merge a group into its only consumer group
+// and repeat until no group has exactly one consumer group. With `anchored` (indexed by op, true for
+// an op of a fixed unit), only groups without an anchored op move; a group that absorbs one is
+// anchored from then on.
+void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<bool> anchored = {}) {
   const std::size_t n = graph.num_ops();
-  UnionFind uf(n);
-  unite_colocation(graph, uf);
   std::vector<std::vector<OpId>> members(n);
   for (OpId op = 0; op < n; ++op) members[uf.find(op)].push_back(op);
+  if (!anchored.empty())
+    for (OpId op = 0; op < n; ++op)
+      if (anchored[op]) anchored[uf.find(op)] = true;  // by representative from here on
 
   // The unique consumer group of group `r` (a representative), or r itself when it has none or
   // several. Only data edges count: a control edge moves no tensor, so colocating gains nothing.
@@ -153,7 +160,7 @@ Grouping group_by_single_consumer(const OpGraph& graph) {
     const uint32_t r = work.back();
     work.pop_back();
     queued[r] = false;
-    if (uf.find(r) != r) continue;
+    if (uf.find(r) != r || (!anchored.empty() && anchored[r])) continue;
     const uint32_t h = sole_consumer(r);
     if (h == r) continue;
     std::vector<uint32_t> producers;
@@ -161,6 +168,7 @@ Grouping group_by_single_consumer(const OpGraph& graph) {
       graph.for_each_in_edge(op, [&](OpId src, const Tensor&) { producers.push_back(src); });
     const uint32_t keep = uf.unite(r, h);
     const uint32_t gone = keep == r ? h : r;
+    if (!anchored.empty()) anchored[keep] = anchored[r] || anchored[h];
     auto& dst = members[keep];
     dst.insert(dst.end(), members[gone].begin(), members[gone].end());
     members[gone].clear();
@@ -178,6 +186,65 @@ Grouping group_by_single_consumer(const OpGraph& graph) {
       work.push_back(keep);
     }
   }
+}
+
+// The hand-made unit of a name for group_by_model_units: the gradient scope is dropped (TF names
+// an op's gradient after it); an RNN op's unit ends at its time-step component ("t<digits>", the
+// zoo's per-step scope); any other op's is the first two components of its scope, where a
+// torchvision Inception branch layer ("branch7x7dbl_3", "branch3x3_2a") stands for its branch
+// ("branch7x7dbl"). Empty for a top-level name.
+std::string model_unit_key(std::string_view name, bool time_steps) {
+  if (name.starts_with("gradients/")) name.remove_prefix(10);
+  const std::size_t last = name.rfind('/');
+  if (last == std::string_view::npos) return {};
+  const std::string_view scope = name.substr(0, last);
+  auto is_digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  std::vector<std::string_view> parts;
+  for (std::size_t begin = 0; begin <= scope.size();) {
+    std::size_t end = scope.find('/', begin);
+    if (end == std::string_view::npos) end = scope.size();
+    const std::string_view c = scope.substr(begin, end - begin);
+    if (c.size() >= 2 && c[0] == 't' && std::all_of(c.begin() + 1, c.end(), is_digit)) {
+      if (time_steps) return std::string(scope.substr(0, end));  // an RNN time step
+      break;                                                       // the cell or step's scope
+    }
+    parts.push_back(c);
+    begin = end + 1;
+  }
+  std::string key(parts[0]);
+  if (parts.size() < 2) return key;
+  std::string_view second = parts[1];
+  if (second.starts_with("branch")) {  // branch5x5_1, branch3x3_2a -> branch5x5, branch3x3
+    std::size_t end = second.size();
+    if (end > 0 && second[end - 1] >= 'a' && second[end - 1] <= 'z' && end >= 2 && is_digit(second[end - 2])) --end;
+    std::size_t digits = end;
+    while (digits > 0 && is_digit(second[digits - 1])) --digits;
+    if (digits < end && digits > 0 && second[digits - 1] == '_') second = second.substr(0, digits - 1);
+  }
+  return key + "/" + std::string(second);
+}
+
+}  // namespace
+
+Grouping group_by_single_consumer(const OpGraph& graph) {
+  UnionFind uf(graph.num_ops());
+  unite_colocation(graph, uf);
+  merge_single_consumers(graph, uf);
+  return Grouping(uf.labels());
+}
+
+Grouping group_by_model_units(const OpGraph& graph, bool time_steps) {
+  std::vector<std::string> keys(graph.num_ops());
+  for (OpId op = 0; op < graph.num_ops(); ++op) {  // a colocated op joins the unit of its key (a variable)
+    const Op& o = graph.op(op);
+    keys[op] = model_unit_key(o.colocation.empty() ? o.name : o.colocation, time_steps);
+  }
+  UnionFind uf(graph.num_ops());
+  unite_by_key(keys, uf);
+  unite_colocation(graph, uf);
+  std::vector<bool> anchored(graph.num_ops());
+  for (OpId op = 0; op < graph.num_ops(); ++op) anchored[op] = !keys[op].empty();
+  merge_single_consumers(graph, uf, std::move(anchored));
   return Grouping(uf.labels());
 }
 
@@ -237,6 +304,8 @@ Grouping make_grouping(const OpGraph& graph, const std::string& name, const Meti
   if (name == "single_consumer") return group_by_single_consumer(graph);
   if (name == "name_prefix") return group_by_name_prefix(graph, 2);
   if (name == "layer") return group_by_layer(graph);
+  if (name == "model_units") return group_by_model_units(graph, true);
+  if (name == "scope_units") return group_by_model_units(graph, false);
   if (name == "metis") return group_by_metis(graph, metis);
   if (name == "none") {
     std::vector<GroupId> labels(graph.num_ops());
@@ -244,7 +313,7 @@ Grouping make_grouping(const OpGraph& graph, const std::string& name, const Meti
     return Grouping(std::move(labels));
   }
   throw InputError("grouping = \"" + name +
-                   "\": must be one of colocation, single_consumer, name_prefix, layer, metis, none");
+                   "\": must be one of colocation, single_consumer, name_prefix, layer, model_units, scope_units, metis, none");
 }
 
 }  // namespace placelab

@@ -1,5 +1,6 @@
 #include "placelab/learners/grouping.h"
 
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/models/zoo.h"
 
 namespace placelab {
 namespace {
@@ -143,6 +145,63 @@ TEST(Grouping, PerLayer) {
   add(g, "l1b", "c", 1);
   EXPECT_EQ(groups_of(g, group_by_layer(g)),
             (std::set<std::set<std::string>>{{"l0a", "l0b"}, {"l1a", "l1b", "none2"}, {"none1"}}));
+}
+
+TEST(Grouping, ModelUnitsByHand) {
+  // RNN cells join per time step with their gradients; an Inception branch's layers join; a
+  // variable's update joins the variable's unit through its key; a top-level op with one consumer
+  // joins it, one with two stays alone; units never merge with each other (no cascade).
+  OpGraph g;
+  const OpId c0 = add(g, "encoder/cell_0/t0/MatMul"), c0b = add(g, "encoder/cell_0/t0/Sigmoid"),
+             c1 = add(g, "encoder/cell_0/t1/MatMul"), gc0 = add(g, "gradients/encoder/cell_0/t0/MatMul_grad/MatMul"),
+             kernel = add(g, "encoder/cell_0/kernel", "encoder/cell_0/kernel"),
+             upd = add(g, "Adam/update_encoder/cell_0/kernel/ApplyAdam", "encoder/cell_0/kernel"),
+             b1 = add(g, "Mixed_5b/branch5x5_1/Conv2D"), b2 = add(g, "Mixed_5b/branch5x5_2/Conv2D"),
+             b3 = add(g, "Mixed_7b/branch3x3_2a/Conv2D"), b4 = add(g, "Mixed_7b/branch3x3_2b/Conv2D"),
+             b5 = add(g, "Mixed_7b/branch3x3_1/Conv2D"), pool = add(g, "Mixed_5b/branch_pool/Conv2D"),
+             stray = add(g, "AddN_3"), fork = add(g, "Sub_7");
+  g.add_edge(c0b, c1, {.bytes = 4});   // one unit feeds the next: no merge between units
+  g.add_edge(c1, gc0, {.bytes = 4});
+  g.add_edge(gc0, upd, {.bytes = 4});
+  g.add_edge(stray, c1, {.bytes = 4});  // stray op, one consumer unit: joins it
+  g.add_edge(fork, c0, {.bytes = 4});   // two consumer units: stays alone
+  g.add_edge(fork, b1, {.bytes = 4});
+  (void)b2; (void)b3; (void)b4; (void)b5; (void)pool;
+  EXPECT_EQ(groups_of(g, group_by_model_units(g)),
+            (std::set<std::set<std::string>>{
+                {"encoder/cell_0/t0/MatMul", "encoder/cell_0/t0/Sigmoid", "gradients/encoder/cell_0/t0/MatMul_grad/MatMul"},
+                {"encoder/cell_0/t1/MatMul", "AddN_3"},
+                {"encoder/cell_0/kernel", "Adam/update_encoder/cell_0/kernel/ApplyAdam"},
+                {"Mixed_5b/branch5x5_1/Conv2D", "Mixed_5b/branch5x5_2/Conv2D"},
+                {"Mixed_7b/branch3x3_2a/Conv2D", "Mixed_7b/branch3x3_2b/Conv2D", "Mixed_7b/branch3x3_1/Conv2D"},
+                {"Mixed_5b/branch_pool/Conv2D"},
+                {"Sub_7"}}));
+  // Without time steps a cell's steps, its variable and update are one unit: the whole layer.
+  const Grouping scopes = group_by_model_units(g, false);
+  EXPECT_EQ(scopes.group_of(c0), scopes.group_of(c1));
+  EXPECT_EQ(scopes.group_of(c0), scopes.group_of(upd));
+  EXPECT_EQ(scopes.group_of(c0), scopes.group_of(kernel));
+  EXPECT_EQ(scopes.num_groups(), 5u);
+  EXPECT_EQ(make_grouping(g, "scope_units").num_groups(), 5u);
+  EXPECT_EQ(make_grouping(g, "model_units").num_groups(), 7u);
+}
+
+TEST(Grouping, ModelUnitsAreOfTheOrderOfMirhoseinisGroupCounts) {
+  // Mirhoseini et al. 2017, Table 1: RNNLM 188 groups, NMT 280, Inception-V3 83, from their hand
+  // rules. Their RNNLM/NMT sizes are not in the text, so the RNN counts are of the same order only.
+  struct Case {
+    const char* spec;
+    std::size_t published;
+  };
+  for (const Case& c : {Case{"rnnlm", 188}, Case{"nmt", 280}, Case{"inception_v3", 83}}) {
+    const models::Model m = models::make_model(models::ModelSpec::parse(c.spec));
+    const Grouping grouping = group_by_model_units(m.graph);
+    std::printf("%-14s %6zu ops: %4zu model-unit groups (Mirhoseini et al. 2017: %zu)\n", c.spec, m.graph.num_ops(),
+                grouping.num_groups(), c.published);
+    EXPECT_LE(grouping.num_groups(), 2 * c.published) << c.spec;
+    EXPECT_GE(2 * grouping.num_groups(), c.published) << c.spec;
+    expect_colocation_kept(m.graph, grouping);
+  }
 }
 
 TEST(Grouping, MetisRespectsColocationAndCount) {

@@ -63,6 +63,15 @@ Grouping group_by_name_prefix(const OpGraph& graph, int levels = 2);
 // One group per Op::layer ≥ 0; ops with layer −1 are alone; then colocation groups are unioned in.
 Grouping group_by_layer(const OpGraph& graph);
 
+// Mirhoseini et al. 2017 §4's hand-made colocation groups, read from the op names the zoo emits:
+// "each LSTM cell, each embedding lookup, each attention step and each softmax prediction step" is
+// a group (an RNN op's scope up to its time-step component, "decoder/attention/t15"), and so is
+// each Inception branch (the first two scope components, "Mixed_5b/branch5x5_1"; other models get
+// the same two-level scopes). Gradient ops join their forward op's unit (the "gradients/" scope
+// is dropped); ops with a colocation key follow the key alone. Then Mirhoseini's single-consumer
+// merge runs on the result, as the paper's grouper did after the manual groups.
+Grouping group_by_model_units(const OpGraph& graph, bool time_steps = true);
+
 struct MetisGroupingOptions {
   int num_groups = 256;      // G, the number of parts asked of METIS (≥ 1)
   int seed = 1;              // METIS_OPTION_SEED; same seed ⇒ same grouping
@@ -78,8 +87,8 @@ struct MetisGroupingOptions {
 // empty are dropped, so the result may have fewer than G groups. Throws Error when METIS fails.
 Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options);
 
-// Names accepted by make_grouping: "colocation", "single_consumer", "name_prefix", "layer", "metis",
-// "none" (one group per op).
+// Names accepted by make_grouping: "colocation", "single_consumer", "name_prefix", "layer",
+// "model_units", "metis", "none" (one group per op).
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis = {});
 
 }  // namespace placelab
