@@ -6,8 +6,8 @@ models' kernel signatures), then for each model runs >= 14 placements for real w
 executor (`placelab verify`): each device alone, layer splits in both directions, and 10 random
 placements; prints a table and the median / worst |error| and the Spearman rank correlation.
 
-Usage: scripts/verify-accuracy.py [--placelab build/apps/placelab] [--out results/accuracy] [--repeats 3]
-       [--calibration FILE (reuse)] [--models m1 m2 ...] [--steps 11]
+Usage: scripts/verify-accuracy.py [--placelab build/apps/placelab] [--out results/accuracy] [--rounds 7]
+       [--steps 6] [--repeats 1] [--calibration FILE (reuse)] [--models m1 m2 ...]
 Needs only the Python standard library. Run it on an otherwise idle machine.
 """
 import argparse
@@ -80,9 +80,11 @@ def main():
     ap.add_argument("--random", type=int, default=10)
     ap.add_argument("--steps", type=int, default=11)
     ap.add_argument("--alone", action="store_true", help="calibrate with --in-situ-alone (uncontended in-situ runs)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="per model, measure its placements in this many interleaved rounds inside one "
+                         "`placelab verify` (median per placement), so slow spells hit every placement alike")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="measure every placement this many times, in passes over the whole list (a slow "
-                         "spell of a shared machine then hits one pass of every placement), and use the median")
+                    help="run the whole measurement this many times, in passes over the models, and use the median")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     cal = a.calibration or os.path.join(a.out, "localhost.yaml")
@@ -113,13 +115,19 @@ def main():
     measured = [[] for _ in jobs]
     predicted, oom = [0.0] * len(jobs), [False] * len(jobs)
     for rep in range(a.repeats):
-        for i, (model, name, gpath, spec) in enumerate(jobs):
-            j = json.loads(run([a.placelab, "verify", "--graph", gpath, "--machine", cal, "--placement", spec,
-                                "--steps", str(a.steps), "--json"]))
-            predicted[i], oom[i] = j["predicted_s"], j["oom"]
-            measured[i].append(j["measured_s"])
-            print(f"pass {rep + 1}/{a.repeats} {model:<45} {name:<34} predicted {j['predicted_s']*1e3:9.3f} ms  "
-                  f"measured {j['measured_s']*1e3:9.3f} ms", flush=True)
+        for model in a.models:
+            idx = [i for i, job in enumerate(jobs) if job[0] == model]
+            cmd = [a.placelab, "verify", "--graph", jobs[idx[0]][2], "--machine", cal, "--steps", str(a.steps),
+                   "--rounds", str(a.rounds), "--json", "--placement"] + [jobs[i][3] for i in idx]
+            print(f"pass {rep + 1}/{a.repeats} {model}: {len(idx)} placements, {a.rounds} interleaved rounds of "
+                  f"{a.steps} steps", flush=True)
+            out = json.loads(run(cmd))
+            reports = out["placements"] if "placements" in out else [out]
+            for i, j in zip(idx, reports):
+                predicted[i], oom[i] = j["predicted_s"], j["oom"]
+                measured[i].append(j["measured_s"])
+                print(f"  {jobs[i][1]:<34} predicted {j['predicted_s']*1e3:9.3f} ms  "
+                      f"measured {j['measured_s']*1e3:9.3f} ms", flush=True)
     rows = []
     for i, (model, name, _, _) in enumerate(jobs):
         m = statistics.median(measured[i])

@@ -162,8 +162,10 @@ void run_calibrate(const CalibrateArgs& a) {
 }
 
 struct VerifyArgs {
-  std::string graph, model, machine, placement = "single_cpu", backend = "cpu";
+  std::string graph, model, machine, backend = "cpu";
+  std::vector<std::string> placements;  // empty: single_cpu
   int steps = 11;
+  int rounds = 1;
   bool json = false;
   bool by_type = false;
 };
@@ -187,57 +189,113 @@ std::map<std::string, TypeTally> tally_by_type(const OpGraph& g, const Simulator
   return out;
 }
 
-void run_verify(const VerifyArgs& a) {
+nlohmann::json report_json(const VerifyReport& r, const std::string& placement) {
+  nlohmann::json j = {{"placement", placement}, {"predicted_s", r.predicted_s}, {"measured_s", r.measured_s},
+                      {"error", r.error},         {"oom", r.oom},                 {"measured_steps_s", r.measured_steps_s}};
+  for (const VerifyDevice& d : r.devices)
+    j["devices"].push_back({{"name", d.device}, {"predicted_busy_s", d.predicted_busy_s}, {"measured_busy_s", d.measured_busy_s}});
+  return j;
+}
+
+// Several placements: measured in interleaved rounds, a table and the summary the learners care
+// about (median and worst |error|, Spearman rank correlation).
+void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& reports, const std::string& header) {
+  const VerifySummary sum = summarize(reports);
+  if (a.json) {
+    nlohmann::json j = nlohmann::json::parse(header);
+    for (std::size_t i = 0; i < reports.size(); ++i) j["placements"].push_back(report_json(reports[i], a.placements[i]));
+    j["summary"] = {{"placements", sum.placements},
+                    {"median_abs_error", sum.median_abs_error},
+                    {"worst_abs_error", sum.worst_abs_error},
+                    {"spearman", sum.spearman}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  fmt::print("{:<36} {:>12} {:>12} {:>8}\n", "placement", "predicted", "measured", "error");
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const VerifyReport& r = reports[i];
+    if (r.oom) {
+      fmt::print("{:<36} {:>12} {:>12} {:>8}\n", a.placements[i], format_seconds(r.predicted_s), "OOM", "");
+      continue;
+    }
+    fmt::print("{:<36} {:>12} {:>12} {:>+7.1f}%\n", a.placements[i], format_seconds(r.predicted_s),
+               format_seconds(r.measured_s), 100 * r.error);
+  }
+  fmt::print("\n{} placements measured (median over {} interleaved round(s) of {} steps after the first): median "
+             "|error| {:.1f} %, worst {:.1f} %, Spearman {:.3f}\n",
+             sum.placements, a.rounds, a.steps - 1, 100 * sum.median_abs_error, 100 * sum.worst_abs_error, sum.spearman);
+}
+
+void run_verify(VerifyArgs a) {
+  if (a.placements.empty()) a.placements.push_back("single_cpu");
+  if (a.rounds < 1) throw InputError("--rounds " + std::to_string(a.rounds) + ": must be >= 1");
   GraphSource g = load_graph_source(a.graph, a.model);
   auto ms = load_machine_source(a.machine);
-  Placement p = resolve_placement(a.placement, g, *ms);
-  VerifyReport r;
+  std::vector<Placement> ps;
+  for (const std::string& spec : a.placements) ps.push_back(resolve_placement(spec, g, *ms));
   Simulator sim(g.graph, *ms->cost);
-  ExecutionResult measured;
+  std::vector<ExecutionResult> measured;
   if (a.backend == "cpu") {
     CpuExecutorOptions eo;
     eo.steps = a.steps;
     if (ms->calibration) eo.device_cores = device_cores(CalibratedMachine{ms->machine, *ms->calibration});
     CpuExecutor exec(g.graph, ms->machine, eo);
-    measured = exec.run(p);
-    r = compare_step(sim.simulate(p), measured, ms->machine);
+    const bool progress = ps.size() * static_cast<std::size_t>(a.rounds) > 1 && isatty(fileno(stderr)) != 0;
+    measured = measure_interleaved(exec, ps, a.rounds, [&](int round, std::size_t i) {
+      if (progress)
+        fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1, ps.size(),
+                   a.placements[i]);
+    });
+    if (progress) fmt::print(stderr, "\r{:<80}\r", "");
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
+    if (a.rounds != 1 || ps.size() != 1) throw InputError("--backend cuda: measures one placement, one round");
     CudaExecutor exec(g.graph, ms->machine, {.steps = a.steps});
-    measured = exec.run(p);
-    r = compare_step(sim.simulate(p), measured, ms->machine);
+    measured.push_back(exec.run(ps[0]));
 #else
     throw InputError("--backend cuda: this placelab was built without CUDA");
 #endif
   } else {
     throw InputError("--backend " + a.backend + ": must be cpu or cuda");
   }
+  std::vector<VerifyReport> reports;
+  for (std::size_t i = 0; i < ps.size(); ++i) reports.push_back(compare_step(sim.simulate(ps[i]), measured[i], ms->machine));
+  const nlohmann::json header = {{"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", ms->cost->describe()}};
+  if (ps.size() > 1) {
+    if (!a.json)
+      fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\n\n", g.label, g.graph.num_ops(), ms->machine.name,
+                 ms->cost->describe());
+    print_verify_table(a, reports, header.dump());
+    return;
+  }
+  const VerifyReport& r = reports[0];
+  const Placement& p = ps[0];
   if (a.json) {
-    nlohmann::json j = {{"graph", g.label},         {"machine", ms->machine.name}, {"placement", a.placement},
-                        {"cost_model", ms->cost->describe()}, {"predicted_s", r.predicted_s}, {"measured_s", r.measured_s},
-                        {"error", r.error},         {"oom", r.oom},                 {"measured_steps_s", r.measured_steps_s}};
-    for (const VerifyDevice& d : r.devices)
-      j["devices"].push_back({{"name", d.device}, {"predicted_busy_s", d.predicted_busy_s}, {"measured_busy_s", d.measured_busy_s}});
+    nlohmann::json j = header;
+    j.update(report_json(r, a.placements[0]));
     if (a.by_type)
-      for (const auto& [type, t] : tally_by_type(g.graph, sim, p, measured))
+      for (const auto& [type, t] : tally_by_type(g.graph, sim, p, measured[0]))
         j["by_type"][type] = {{"ops", t.ops}, {"predicted_s", t.predicted_s}, {"measured_s", t.measured_s}};
     std::cout << j.dump(2) << "\n";
     return;
   }
   fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\nplacement  {}\n\n", g.label, g.graph.num_ops(), ms->machine.name,
-             ms->cost->describe(), a.placement);
+             ms->cost->describe(), a.placements[0]);
   if (r.oom) {
     fmt::print("the placement does not fit in memory: nothing was measured\n");
     return;
   }
-  fmt::print("predicted  {}\nmeasured   {}  (mean of {} steps after the first)\nerror      {:+.1f} %\n\n",
-             format_seconds(r.predicted_s), format_seconds(r.measured_s),
-             r.measured_steps_s.empty() ? 0 : r.measured_steps_s.size() - 1, 100 * r.error);
+  if (a.rounds > 1)
+    fmt::print("predicted  {}\nmeasured   {}  (median over {} rounds of the mean of {} steps after the first)\nerror      {:+.1f} %\n\n",
+               format_seconds(r.predicted_s), format_seconds(r.measured_s), a.rounds, a.steps - 1, 100 * r.error);
+  else
+    fmt::print("predicted  {}\nmeasured   {}  (mean of {} steps after the first)\nerror      {:+.1f} %\n\n",
+               format_seconds(r.predicted_s), format_seconds(r.measured_s), a.steps - 1, 100 * r.error);
   fmt::print("{:<10} {:>14} {:>14}\n", "device", "predicted busy", "measured busy");
   for (const VerifyDevice& d : r.devices)
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
   if (!a.by_type) return;
-  auto types = tally_by_type(g.graph, sim, p, measured);
+  auto types = tally_by_type(g.graph, sim, p, measured[0]);
   std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());
   std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
     return std::abs(x.second.measured_s - x.second.predicted_s) > std::abs(y.second.measured_s - y.second.predicted_s);
@@ -288,14 +346,22 @@ void add_calibrate_commands(CLI::App& app) {
   ver->add_option("--graph,-g", va->graph, "Graph JSON file");
   ver->add_option("--model", va->model, "Zoo model: name[:key=value,...]");
   ver->add_option("--machine,-m", va->machine, "A calibrated machine file (placelab calibrate)")->required();
-  ver->add_option("--placement,-p", va->placement, std::string(kPlacementRulesHelp))->capture_default_str();
-  ver->add_option("--steps", va->steps, "Steps to run; the first is warm-up and not counted")->capture_default_str();
+  ver->add_option("--placement,-p", va->placements,
+                  std::string(kPlacementRulesHelp) + " (default single_cpu; repeat to compare several placements)")
+      ->take_all();
+  ver->add_option("--steps", va->steps, "Steps to run per round; the first is warm-up and not counted")->capture_default_str();
+  ver->add_option("--rounds", va->rounds,
+                  "cpu: measure every placement this many times in interleaved rounds and take the median (a "
+                  "slow spell of a shared machine then hits every placement alike)")
+      ->capture_default_str();
   ver->add_option("--backend", va->backend, "cpu (this machine) or cuda (a GPU node)")->capture_default_str();
   ver->add_flag("--json", va->json, "Print JSON: predicted_s, measured_s, error, per-device busy time");
   ver->add_flag("--by-type", va->by_type, "Also compare predicted and measured kernel time per op type (last step)");
   ver->footer(
-      "Example:\n  placelab verify --model cifar10_cnn:batch=8 --machine hwmodels/calibrated/localhost.yaml \\\n"
-      "                  --placement random:3 --steps 11");
+      "Examples:\n  placelab verify --model cifar10_cnn:batch=8 --machine hwmodels/calibrated/localhost.yaml \\\n"
+      "                  --placement random:3 --steps 11\n"
+      "  placelab verify --model cifar10_cnn:batch=8 --machine localhost.yaml --placement random:1 random:2 random:3 \\\n"
+      "                  --steps 6 --rounds 5      # interleaved; prints median |error| and Spearman");
   ver->callback([va] { run_verify(*va); });
 }
 

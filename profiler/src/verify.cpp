@@ -30,6 +30,40 @@ VerifyReport verify_placement(const OpGraph& graph, std::span<const DeviceId> pl
   return compare_step(predicted, measured, cost.machine());
 }
 
+std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, std::span<const Placement> placements,
+                                                 int rounds, const std::function<void(int, std::size_t)>& after_run) {
+  if (rounds < 1) throw InputError("rounds = " + std::to_string(rounds) + ": must be >= 1");
+  std::vector<std::vector<ExecutionResult>> runs(placements.size());
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t i = 0; i < placements.size(); ++i) {
+      if (r > 0 && runs[i].front().oom) continue;
+      runs[i].push_back(executor.run(placements[i]));
+      if (after_run) after_run(r, i);
+    }
+  std::vector<ExecutionResult> out;
+  out.reserve(placements.size());
+  for (std::vector<ExecutionResult>& rs : runs) {
+    ExecutionResult combined = rs.back();  // the last round's timeline and counts
+    if (!combined.oom && rs.size() > 1) {
+      auto median_of = [&](auto field) {
+        std::vector<double> v;
+        for (const ExecutionResult& x : rs) v.push_back(field(x));
+        return detail::median(std::move(v));
+      };
+      combined.step_time_s = median_of([](const ExecutionResult& x) { return x.step_time_s; });
+      for (std::size_t d = 0; d < combined.device_busy_s.size(); ++d) {
+        combined.device_busy_s[d] = median_of([d](const ExecutionResult& x) { return x.device_busy_s[d]; });
+        combined.device_copy_s[d] = median_of([d](const ExecutionResult& x) { return x.device_copy_s[d]; });
+      }
+      std::vector<double> steps;
+      for (const ExecutionResult& x : rs) steps.insert(steps.end(), x.step_times_s.begin(), x.step_times_s.end());
+      combined.step_times_s = std::move(steps);
+    }
+    out.push_back(std::move(combined));
+  }
+  return out;
+}
+
 std::vector<std::vector<int>> device_cores(const CalibratedMachine& calibrated) {
   std::vector<std::vector<int>> out;
   for (const Device& d : calibrated.machine.devices) {

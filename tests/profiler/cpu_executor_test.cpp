@@ -1,9 +1,14 @@
 #include "placelab/profiler/cpu_executor.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
 #include "placelab/profiler/cpu_device.h"
+#include "placelab/profiler/verify.h"
 
 namespace placelab {
 namespace {
@@ -110,6 +115,28 @@ TEST(CpuExecutor, ParallelBranchesOnTwoDevicesOverlap) {
   EXPECT_LT(r.op_start_s[1], r.op_end_s[0]);
   EXPECT_LT(r.op_start_s[0], r.op_end_s[1]);
   EXPECT_EQ(r.copies_per_step, 0);
+}
+
+TEST(CpuExecutor, InterleavedRoundsTakeTheMedianAndSkipOomPlacements) {
+  OpGraph g = diamond();
+  Machine m = cpus(2);
+  m.devices[1].memory_bytes = 1 << 20;  // too small for the whole graph
+  CpuExecutor exec(g, m, {.steps = 3, .device_cores = cpu::default_device_cores(2)});
+  const std::vector<Placement> ps = {Placement(g.num_ops(), 0), Placement(g.num_ops(), 1)};
+  std::vector<std::pair<int, std::size_t>> order;
+  std::vector<ExecutionResult> r =
+      measure_interleaved(exec, ps, 3, [&](int round, std::size_t i) { order.emplace_back(round, i); });
+  // Round by round, every placement in turn; the OOM one only in the first round.
+  EXPECT_EQ(order, (std::vector<std::pair<int, std::size_t>>{{0, 0}, {0, 1}, {1, 0}, {2, 0}}));
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[1].oom);
+  ASSERT_FALSE(r[0].oom);
+  ASSERT_EQ(r[0].step_times_s.size(), 9u);  // three rounds of three steps, each round's warm-up first
+  std::vector<double> means;
+  for (int k = 0; k < 3; ++k) means.push_back((r[0].step_times_s[3 * k + 1] + r[0].step_times_s[3 * k + 2]) / 2);
+  std::sort(means.begin(), means.end());
+  EXPECT_DOUBLE_EQ(r[0].step_time_s, means[1]);
+  EXPECT_THROW(measure_interleaved(exec, ps, 0), InputError);
 }
 
 TEST(CpuExecutor, ReportsOomAndRejectsAbsurdSizes) {

@@ -7,6 +7,7 @@
 //   VerifyReport r = verify_placement(graph, placement, cost, exec);   // r.error = −0.04 …
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,17 @@ VerifyReport compare_step(const SimResult& predicted, const ExecutionResult& mea
 // Simulates `placement` with `cost` and runs it with `executor` (same graph and machine).
 VerifyReport verify_placement(const OpGraph& graph, std::span<const DeviceId> placement, const CostModel& cost,
                               const CpuExecutor& executor);
+
+// Measures several placements in `rounds` interleaved rounds (each round runs every placement once
+// for the executor's steps, in order), so a slow spell of a shared machine hits every placement
+// alike instead of a few: the ranking of placements is what learners use. Per placement, the
+// combined result has the median over rounds of the step time and of each device's busy and copy
+// time, every round's steps in `step_times_s` (each round's warm-up first), and the last round's
+// timeline. A placement that is OOM in its first round is not run again. `after_run(round,
+// placement)` reports progress. rounds ≥ 1 (InputError otherwise).
+std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, std::span<const Placement> placements,
+                                                 int rounds,
+                                                 const std::function<void(int, std::size_t)>& after_run = {});
 
 // The core sets a calibration measured its devices on, indexed by the machine's DeviceId — the
 // executor's CpuExecutorOptions::device_cores. Empty when some device has no recorded cores (the
