@@ -78,9 +78,9 @@ def main():
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     ap.add_argument("--random", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=11)
+    ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--alone", action="store_true", help="calibrate with --in-situ-alone (uncontended in-situ runs)")
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--rounds", type=int, default=7,
                     help="per model, measure its placements in this many interleaved rounds inside one "
                          "`placelab verify` (median per placement), so slow spells hit every placement alike")
     ap.add_argument("--repeats", type=int, default=1,
