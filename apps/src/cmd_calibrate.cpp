@@ -199,10 +199,10 @@ nlohmann::json report_json(const VerifyReport& r, const std::string& placement) 
 
 // Several placements: measured in interleaved rounds, a table and the summary the learners care
 // about (median and worst |error|, Spearman rank correlation).
-void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& reports, const std::string& header) {
+void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& reports, const nlohmann::json& header) {
   const VerifySummary sum = summarize(reports);
   if (a.json) {
-    nlohmann::json j = nlohmann::json::parse(header);
+    nlohmann::json j = header;
     for (std::size_t i = 0; i < reports.size(); ++i) j["placements"].push_back(report_json(reports[i], a.placements[i]));
     j["summary"] = {{"placements", sum.placements},
                     {"median_abs_error", sum.median_abs_error},
@@ -265,7 +265,7 @@ void run_verify(VerifyArgs a) {
     if (!a.json)
       fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\n\n", g.label, g.graph.num_ops(), ms->machine.name,
                  ms->cost->describe());
-    print_verify_table(a, reports, header.dump());
+    print_verify_table(a, reports, header);
     return;
   }
   const VerifyReport& r = reports[0];

@@ -205,8 +205,8 @@ std::string model_unit_key(std::string_view name, bool time_steps) {
     if (end == std::string_view::npos) end = scope.size();
     const std::string_view c = scope.substr(begin, end - begin);
     if (c.size() >= 2 && c[0] == 't' && std::all_of(c.begin() + 1, c.end(), is_digit)) {
-      if (time_steps) return std::string(scope.substr(0, end));  // an RNN time step
-      break;                                                       // the cell or step's scope
+      if (time_steps || parts.empty()) return std::string(scope.substr(0, end));  // an RNN time step
+      break;  // the scope of the cell or step, without the time step
     }
     parts.push_back(c);
     begin = end + 1;

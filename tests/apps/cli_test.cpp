@@ -309,6 +309,22 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
     EXPECT_EQ(ops, nlohmann::json::parse(i.out)["ops"].get<int64_t>());
   }
   EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " --steps 1").status, 2);
+
+  // Several placements in interleaved rounds: one entry per placement and the summary.
+  CliResult m = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + machine +
+                         " -p random:1 random:2 -p single_cpu --steps 2 --rounds 2 --json");
+  ASSERT_EQ(m.status, 0) << m.out;
+  auto mj = nlohmann::json::parse(m.out);
+  ASSERT_EQ(mj["placements"].size(), 3u);
+  EXPECT_EQ(mj["placements"][2]["placement"], "single_cpu");
+  EXPECT_EQ(mj["placements"][0]["measured_steps_s"].size(), 4u);  // two rounds of two steps
+  EXPECT_EQ(mj["summary"]["placements"], 3);
+  EXPECT_GE(mj["summary"]["worst_abs_error"].get<double>(), mj["summary"]["median_abs_error"].get<double>());
+  CliResult table = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + machine +
+                             " -p random:1 random:2 --steps 2");
+  ASSERT_EQ(table.status, 0) << table.out;
+  EXPECT_NE(table.out.find("Spearman"), std::string::npos) << table.out;
+  EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " -p random:1 --rounds 0").status, 2);
 }
 
 }  // namespace

@@ -159,14 +159,14 @@ TEST(Grouping, ModelUnitsByHand) {
              b1 = add(g, "Mixed_5b/branch5x5_1/Conv2D"), b2 = add(g, "Mixed_5b/branch5x5_2/Conv2D"),
              b3 = add(g, "Mixed_7b/branch3x3_2a/Conv2D"), b4 = add(g, "Mixed_7b/branch3x3_2b/Conv2D"),
              b5 = add(g, "Mixed_7b/branch3x3_1/Conv2D"), pool = add(g, "Mixed_5b/branch_pool/Conv2D"),
-             stray = add(g, "AddN_3"), fork = add(g, "Sub_7");
+             stray = add(g, "AddN_3"), fork = add(g, "Sub_7"), step = add(g, "t5/Add"), step_b = add(g, "t5/Mul");
   g.add_edge(c0b, c1, {.bytes = 4});   // one unit feeds the next: no merge between units
   g.add_edge(c1, gc0, {.bytes = 4});
   g.add_edge(gc0, upd, {.bytes = 4});
   g.add_edge(stray, c1, {.bytes = 4});  // stray op, one consumer unit: joins it
   g.add_edge(fork, c0, {.bytes = 4});   // two consumer units: stays alone
   g.add_edge(fork, b1, {.bytes = 4});
-  (void)b2; (void)b3; (void)b4; (void)b5; (void)pool;
+  (void)step; (void)step_b; (void)b2; (void)b3; (void)b4; (void)b5; (void)pool;
   EXPECT_EQ(groups_of(g, group_by_model_units(g)),
             (std::set<std::set<std::string>>{
                 {"encoder/cell_0/t0/MatMul", "encoder/cell_0/t0/Sigmoid", "gradients/encoder/cell_0/t0/MatMul_grad/MatMul"},
@@ -175,15 +175,16 @@ TEST(Grouping, ModelUnitsByHand) {
                 {"Mixed_5b/branch5x5_1/Conv2D", "Mixed_5b/branch5x5_2/Conv2D"},
                 {"Mixed_7b/branch3x3_2a/Conv2D", "Mixed_7b/branch3x3_2b/Conv2D", "Mixed_7b/branch3x3_1/Conv2D"},
                 {"Mixed_5b/branch_pool/Conv2D"},
-                {"Sub_7"}}));
+                {"Sub_7"},
+                {"t5/Add", "t5/Mul"}}));  // a top-level time-step scope is its own unit
   // Without time steps a cell's steps, its variable and update are one unit: the whole layer.
   const Grouping scopes = group_by_model_units(g, false);
   EXPECT_EQ(scopes.group_of(c0), scopes.group_of(c1));
   EXPECT_EQ(scopes.group_of(c0), scopes.group_of(upd));
   EXPECT_EQ(scopes.group_of(c0), scopes.group_of(kernel));
-  EXPECT_EQ(scopes.num_groups(), 5u);
-  EXPECT_EQ(make_grouping(g, "scope_units").num_groups(), 5u);
-  EXPECT_EQ(make_grouping(g, "model_units").num_groups(), 7u);
+  EXPECT_EQ(scopes.num_groups(), 6u);
+  EXPECT_EQ(make_grouping(g, "scope_units").num_groups(), 6u);
+  EXPECT_EQ(make_grouping(g, "model_units").num_groups(), 8u);
 }
 
 TEST(Grouping, ModelUnitsAreOfTheOrderOfMirhoseinisGroupCounts) {
