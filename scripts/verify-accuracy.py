@@ -113,6 +113,7 @@ def main():
         specs += [(f"random:{k}", f"random:{k}") for k in range(1, a.random + 1)]
         jobs += [(model, name, gpath, spec) for name, spec in specs]
     measured = [[] for _ in jobs]
+    drift = []  # the machine's speed at each verify vs at calibration (the drift probe)
     predicted, oom = [0.0] * len(jobs), [False] * len(jobs)
     for rep in range(a.repeats):
         for model in a.models:
@@ -123,6 +124,9 @@ def main():
                   f"{a.steps} steps", flush=True)
             out = json.loads(run(cmd))
             reports = out["placements"] if "placements" in out else [out]
+            for d in out.get("drift", []):
+                print(f"  {d['device']}: {d['slowdown']:.2f}x the drift probe's time at calibration", flush=True)
+                drift.append({"pass": rep + 1, "model": model, **d})
             for i, j in zip(idx, reports):
                 predicted[i], oom[i] = j["predicted_s"], j["oom"]
                 measured[i].append(j["measured_s"])
@@ -148,7 +152,7 @@ def main():
         per_model[model] = spearman([r[2] for r in mr], [r[3] for r in mr]) if len(mr) > 1 else 0.0
     summary["spearman_per_model"] = per_model
     with open(os.path.join(a.out, "accuracy.json"), "w") as f:
-        json.dump({"rows": rows, "summary": summary}, f, indent=2)
+        json.dump({"rows": rows, "summary": summary, "drift": drift}, f, indent=2)
     print(f"\n{len(ok)} placements: median |error| {100*med:.1f} %, worst {100*errs[-1]:.1f} %, "
           f"Spearman {summary['spearman']:.3f} (per model: " +
           ", ".join(f"{m.split(':')[0]} {s:.3f}" for m, s in per_model.items()) + ")")

@@ -109,6 +109,8 @@ void run_calibrate(const CalibrateArgs& a) {
         fmt::print("in situ: {} signature times of {} measured inside executor steps\n", rep.signatures, src.label);
       }
     }
+    for (DeviceCalibration& dc : r.calibration.devices)  // last, so it dates from the calibration's end
+      if (!dc.cores.empty()) dc.probe_s = time_drift_probe(dc.cores);
     write_calibrated_machine(a.out, r.machine, r.calibration);
     fmt::print("calibrated {} CPU device(s) of this machine in {:.1f} s{}\n", r.machine.num_devices(), r.elapsed_s,
                r.pinned ? "" : " (WARNING: some threads could not be pinned to their cores)");
@@ -189,6 +191,38 @@ std::map<std::string, TypeTally> tally_by_type(const OpGraph& g, const Simulator
   return out;
 }
 
+// How much the machine's speed moved since calibration: the drift probe on each device, timed
+// before and after the measurement, against its time at calibration. Diagnostic only.
+struct ProbeDrift {
+  std::string device;
+  double calibrated_s = 0, now_s = 0;
+  double slowdown() const { return calibrated_s > 0 ? now_s / calibrated_s : 0; }
+};
+
+std::vector<ProbeDrift> probe_devices(const Calibration& cal) {
+  std::vector<ProbeDrift> out;
+  for (const DeviceCalibration& dc : cal.devices)
+    if (dc.probe_s > 0 && !dc.cores.empty()) out.push_back({dc.device, dc.probe_s, time_drift_probe(dc.cores)});
+  return out;
+}
+
+void print_drift(const std::vector<ProbeDrift>& drift) {
+  if (drift.empty()) return;
+  fmt::print("\nmachine speed vs calibration (GEMM 256^3 probe before and after the runs):");
+  for (const ProbeDrift& d : drift)
+    fmt::print("  {} {:.2f}x {}", d.device, d.slowdown() >= 1 ? d.slowdown() : 1 / d.slowdown(),
+               d.slowdown() >= 1 ? "slower" : "faster");
+  fmt::print("\n");
+}
+
+nlohmann::json drift_json(const std::vector<ProbeDrift>& drift) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ProbeDrift& d : drift)
+    j.push_back({{"device", d.device}, {"probe_calibrated_s", d.calibrated_s}, {"probe_now_s", d.now_s},
+                 {"slowdown", d.slowdown()}});
+  return j;
+}
+
 nlohmann::json report_json(const VerifyReport& r, const std::string& placement) {
   nlohmann::json j = {{"placement", placement}, {"predicted_s", r.predicted_s}, {"measured_s", r.measured_s},
                       {"error", r.error},         {"oom", r.oom},                 {"measured_steps_s", r.measured_steps_s}};
@@ -199,7 +233,8 @@ nlohmann::json report_json(const VerifyReport& r, const std::string& placement) 
 
 // Several placements: measured in interleaved rounds, a table and the summary the learners care
 // about (median and worst |error|, Spearman rank correlation).
-void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& reports, const nlohmann::json& header) {
+void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& reports, const nlohmann::json& header,
+                        const std::vector<ProbeDrift>& drift) {
   const VerifySummary sum = summarize(reports);
   if (a.json) {
     nlohmann::json j = header;
@@ -208,6 +243,7 @@ void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& re
                     {"median_abs_error", sum.median_abs_error},
                     {"worst_abs_error", sum.worst_abs_error},
                     {"spearman", sum.spearman}};
+    if (!drift.empty()) j["drift"] = drift_json(drift);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -224,6 +260,7 @@ void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& re
   fmt::print("\n{} placements measured (median over {} interleaved round(s) of {} steps after the first): median "
              "|error| {:.1f} %, worst {:.1f} %, Spearman {:.3f}\n",
              sum.placements, a.rounds, a.steps - 1, 100 * sum.median_abs_error, 100 * sum.worst_abs_error, sum.spearman);
+  print_drift(drift);
 }
 
 void run_verify(VerifyArgs a) {
@@ -235,11 +272,13 @@ void run_verify(VerifyArgs a) {
   for (const std::string& spec : a.placements) ps.push_back(resolve_placement(spec, g, *ms));
   Simulator sim(g.graph, *ms->cost);
   std::vector<ExecutionResult> measured;
+  std::vector<ProbeDrift> drift;
   if (a.backend == "cpu") {
     CpuExecutorOptions eo;
     eo.steps = a.steps;
     if (ms->calibration) eo.device_cores = device_cores(CalibratedMachine{ms->machine, *ms->calibration});
     CpuExecutor exec(g.graph, ms->machine, eo);
+    if (ms->calibration) drift = probe_devices(*ms->calibration);
     const bool progress = ps.size() * static_cast<std::size_t>(a.rounds) > 1 && isatty(fileno(stderr)) != 0;
     measured = measure_interleaved(exec, ps, a.rounds, [&](int round, std::size_t i) {
       if (progress)
@@ -247,6 +286,10 @@ void run_verify(VerifyArgs a) {
                    a.placements[i]);
     });
     if (progress) fmt::print(stderr, "\r{:<80}\r", "");
+    for (ProbeDrift& d : drift) {  // the mean of the probe before and after the runs
+      const DeviceCalibration* dc = ms->calibration->find_device(d.device);
+      d.now_s = 0.5 * (d.now_s + time_drift_probe(dc->cores));
+    }
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
     if (a.rounds != 1 || ps.size() != 1) throw InputError("--backend cuda: measures one placement, one round");
@@ -265,7 +308,7 @@ void run_verify(VerifyArgs a) {
     if (!a.json)
       fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\n\n", g.label, g.graph.num_ops(), ms->machine.name,
                  ms->cost->describe());
-    print_verify_table(a, reports, header);
+    print_verify_table(a, reports, header, drift);
     return;
   }
   const VerifyReport& r = reports[0];
@@ -273,6 +316,7 @@ void run_verify(VerifyArgs a) {
   if (a.json) {
     nlohmann::json j = header;
     j.update(report_json(r, a.placements[0]));
+    if (!drift.empty()) j["drift"] = drift_json(drift);
     if (a.by_type)
       for (const auto& [type, t] : tally_by_type(g.graph, sim, p, measured[0]))
         j["by_type"][type] = {{"ops", t.ops}, {"predicted_s", t.predicted_s}, {"measured_s", t.measured_s}};
@@ -294,6 +338,7 @@ void run_verify(VerifyArgs a) {
   fmt::print("{:<10} {:>14} {:>14}\n", "device", "predicted busy", "measured busy");
   for (const VerifyDevice& d : r.devices)
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
+  print_drift(drift);
   if (!a.by_type) return;
   auto types = tally_by_type(g.graph, sim, p, measured[0]);
   std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());

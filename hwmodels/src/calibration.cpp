@@ -333,7 +333,7 @@ ClassFit read_fit(const Reader& r, const YAML::Node& node, const std::string& fi
 }
 
 DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std::string& field) {
-  r.only_keys(node, field, {"device", "cores", "kernels", "fits"});
+  r.only_keys(node, field, {"device", "cores", "probe_s", "kernels", "fits"});
   DeviceCalibration d;
   d.device = r.string(r.require(node, field, "device"), field + ".device");
   if (d.device.empty()) r.fail(node["device"], field + ".device", "must not be empty");
@@ -342,6 +342,7 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
     for (std::size_t i = 0; i < cores.size(); ++i)
       d.cores.push_back(r.integer(cores[i], field + ".cores[" + std::to_string(i) + "]", 0, 1 << 20));
   }
+  if (YAML::Node probe = node["probe_s"]) d.probe_s = r.positive(probe, field + ".probe_s");
   if (YAML::Node kernels = node["kernels"]) {
     if (!kernels.IsMap()) r.fail(kernels, field + ".kernels", "must be a mapping of kernel signature to seconds");
     for (const auto& kv : kernels) {
@@ -528,6 +529,7 @@ void write_calibration(std::ostream& o, const Calibration& c) {
       for (std::size_t i = 0; i < d.cores.size(); ++i) o << (i ? ", " : "") << d.cores[i];
       o << "]\n";
     }
+    if (d.probe_s > 0) o << "      probe_s: " << num(d.probe_s) << "\n";
     // Sorted by text so that files diff cleanly between runs.
     std::vector<std::pair<std::string, double>> kernels;
     for (const auto& [sig, t] : d.kernel_times_s) kernels.emplace_back(to_string(sig), t);

@@ -130,6 +130,17 @@ void flush_caches(int64_t bytes) {
 
 }  // namespace
 
+KernelSignature drift_probe_signature() { return KernelSignature::gemm(256, 256, 256); }
+
+double time_drift_probe(std::span<const int> cores) {
+  double t = 0;
+  cpu::run_pinned(cores, [&] {
+    cpu::CpuKernel kernel(drift_probe_signature());
+    t = time_kernel(kernel).median_s;
+  });
+  return std::max(t, 1e-9);
+}
+
 KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& options) {
   options.validate();
   // Warm-up: page faults of the output buffers, the CPU's frequency ramp.

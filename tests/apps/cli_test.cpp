@@ -325,6 +325,31 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   ASSERT_EQ(table.status, 0) << table.out;
   EXPECT_NE(table.out.find("Spearman"), std::string::npos) << table.out;
   EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " -p random:1 --rounds 0").status, 2);
+
+  // A calibration with drift probes: verify times the probe again and reports the slowdown.
+  std::string calibrated = write("two-cpus-calibrated.yaml",
+                                 "machine:\n"
+                                 "  name: two-cpus\n"
+                                 "  devices:\n"
+                                 "    - {name: cpu:0, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
+                                 " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
+                                 "    - {name: cpu:1, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
+                                 " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
+                                 "  links:\n"
+                                 "    - {a: cpu:0, b: cpu:1, kind: memory, bandwidth_Bps: 1.0e10, latency_s: 1.0e-6}\n"
+                                 "calibration:\n"
+                                 "  backend: cpu\n"
+                                 "  devices:\n"
+                                 "    - {device: cpu:0, cores: [0], probe_s: 1.0e-3}\n"
+                                 "    - {device: cpu:1, cores: [0], probe_s: 1.0e-3}\n");
+  CliResult d = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + calibrated +
+                         " -p random:1 --steps 2 --json");
+  ASSERT_EQ(d.status, 0) << d.out;
+  auto dj = nlohmann::json::parse(d.out);
+  ASSERT_EQ(dj["drift"].size(), 2u);
+  EXPECT_EQ(dj["drift"][0]["device"], "cpu:0");
+  EXPECT_GT(dj["drift"][0]["probe_now_s"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(dj["drift"][0]["slowdown"].get<double>(), dj["drift"][0]["probe_now_s"].get<double>() / 1e-3);
 }
 
 }  // namespace

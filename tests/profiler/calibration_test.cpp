@@ -89,6 +89,7 @@ Calibration sample_calibration() {
   DeviceCalibration d;
   d.device = "cpu:0";
   d.cores = {0};
+  d.probe_s = 1.25e-3;
   for (int64_t n : {64, 128, 256, 512})
     d.kernel_times_s[KernelSignature::gemm(n, n, n)] = 1e-6 + kernel_flops(KernelSignature::gemm(n, n, n)) / 5e10;
   d.kernel_times_s[KernelSignature::softmax(8, 1000)] = 4e-5;
@@ -107,6 +108,8 @@ TEST(CalibrationYaml, RoundTripsEveryField) {
   EXPECT_EQ(back.created, c.created);
   ASSERT_EQ(back.devices.size(), 2u);
   EXPECT_EQ(back.devices[0].cores, std::vector<int>{0});
+  EXPECT_DOUBLE_EQ(back.devices[0].probe_s, 1.25e-3);
+  EXPECT_EQ(back.devices[1].probe_s, 0);  // not measured: not written, read back as 0
   ASSERT_EQ(back.devices[0].kernel_times_s.size(), c.devices[0].kernel_times_s.size());
   for (const auto& [sig, t] : c.devices[0].kernel_times_s) EXPECT_NEAR(back.devices[0].kernel_times_s.at(sig), t, 1e-9 * t);
   ASSERT_EQ(back.devices[0].fits.size(), 2u);
@@ -171,6 +174,12 @@ TEST(CalibrationYaml, ErrorsNameFileLineFieldAndRule) {
                      "            - {upto_bytes: 50, a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}\n"
                      "            - {a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}\n"),
             "cal.yaml:9: calibration.devices[0].fits.gemm.segments[1].upto_bytes = 50: must be greater than the previous segment's");
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  backend: cpu\n"
+                     "  devices:\n"
+                     "    - device: cpu:0\n"
+                     "      probe_s: 0\n"),
+            "cal.yaml:5: calibration.devices[0].probe_s = 0: must be > 0 and finite");
   EXPECT_NE(error_of("calibration: [1, 2\n").find("cal.yaml:"), std::string::npos);
   EXPECT_EQ(error_of("machine: {}\n"), "cal.yaml:1: calibration: missing top-level block");
 }

@@ -215,6 +215,15 @@ TEST(Verify, SpearmanAndSummary) {
 // sweep from the class fit and measure it. The bound is 15 %; on a shared CI machine the
 // timings are noisy, so the strict bound runs only with PLACELAB_ACCURACY_TESTS=1 (a quiet
 // machine) and the default run checks a loose 50 %.
+TEST(CpuCalibration, DriftProbeTimesAFixedGemm) {
+  EXPECT_EQ(drift_probe_signature(), KernelSignature::gemm(256, 256, 256));
+  const std::vector<int> cores = {cpu::available_cores().front()};
+  const double t = time_drift_probe(cores);
+  // 33.6 MFLOP: between 1 TFLOP/s and 10 MFLOP/s on any CPU this runs on.
+  EXPECT_GT(t, 3.3e-5);
+  EXPECT_LT(t, 3.4);
+}
+
 TEST(CpuCalibration, PredictsAHeldOutSignatureFromTheClassFit) {
   const bool strict = std::getenv("PLACELAB_ACCURACY_TESTS") != nullptr;
   CpuCalibrationOptions o;

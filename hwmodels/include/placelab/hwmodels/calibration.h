@@ -86,6 +86,10 @@ struct DeviceCalibration {
   // Median seconds per kernel signature, launch overhead excluded.
   std::unordered_map<KernelSignature, double, KernelSignatureHash> kernel_times_s;
   std::map<KernelClass, ClassFit> fits;
+  // CPU backend: the drift probe's median seconds on `cores` at calibration time (0 = not
+  // measured). `placelab verify` times the probe again to report how much the machine's speed
+  // moved since; predictions do not use it.
+  double probe_s = 0;
 };
 
 // Copies from one device to another (one direction).

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,13 @@ struct KernelTiming {
 
 // Times `kernel` on the calling thread (pin it first: cpu::run_pinned).
 KernelTiming time_kernel(cpu::CpuKernel& kernel, const KernelTimingOptions& options = {});
+
+// The drift probe: a fixed GEMM (m = n = k = 256) timed on `cores` with the default timing
+// (median of repeats). `placelab calibrate` stores it per device (DeviceCalibration::probe_s) and
+// `placelab verify` times it again, so a report says how much faster or slower the machine runs
+// than when it was calibrated — a shared VM drifts by tens of percent within minutes.
+KernelSignature drift_probe_signature();
+double time_drift_probe(std::span<const int> cores);
 
 // The built-in sweep: for every kernel class, sizes from latency-bound to compute- or
 // bandwidth-bound, shaped like the layers of the model zoo's networks (CNN convolutions,
