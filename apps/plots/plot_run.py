@@ -61,11 +61,16 @@ def learning_curves(run_dir, summary):
     for res in summary.get("results", []):
         if res["kind"] == "baseline" and "mean_s" in res:
             lines.setdefault(round(res["mean_s"], 6), []).append(res["name"])
+    # Labels of lines closer than 4 % (a few points on the log axis) are stacked upwards so they
+    # do not print over each other.
+    last_value, lift = None, 0
     for j, (value, names) in enumerate(sorted(lines.items())):
         for ax in (ax_avg, ax_best):
             ax.axhline(value, color="gray", linestyle=(0, (4, 2 + j)), linewidth=0.9)
+        lift = lift + 8 if last_value is not None and value < last_value * 1.04 else 0
+        last_value = value
         ax_best.annotate(", ".join(names), (1.0, value), xycoords=("axes fraction", "data"),
-                         xytext=(3, 0), textcoords="offset points", fontsize=7, va="center", color="gray")
+                         xytext=(3, lift), textcoords="offset points", fontsize=7, va="center", color="gray")
     for ax, title in ((ax_avg, "average step time per batch"), (ax_best, "best step time so far")):
         ax.set_title(title)
         ax.set_xlabel("samples")
