@@ -285,15 +285,15 @@ TEST_F(Cli, ModelsExportInspect) {
 
 TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   // Two one-core CPU devices described by hand (analytic cost model): verify needs no calibration.
-  std::string machine = write("two-cpus.yaml",
-                              "name: two-cpus\n"
-                              "devices:\n"
-                              "  - {name: cpu:0, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
-                              " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
-                              "  - {name: cpu:1, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
-                              " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
-                              "links:\n"
-                              "  - {a: cpu:0, b: cpu:1, kind: memory, bandwidth_Bps: 1.0e10, latency_s: 1.0e-6}\n");
+  // The machine's YAML lines, indented by `pad` (a calibrated file nests them under `machine:`).
+  auto two_cpus = [](const std::string& pad) {
+    std::string device = "{kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10, memory_bytes: 4.0e9, "
+                         "streams: 1, launch_overhead_s: 1.0e-6, name: cpu:";
+    return pad + "name: two-cpus\n" + pad + "devices:\n" + pad + "  - " + device + "0}\n" + pad + "  - " + device +
+           "1}\n" + pad + "links:\n" + pad +
+           "  - {a: cpu:0, b: cpu:1, kind: memory, bandwidth_Bps: 1.0e10, latency_s: 1.0e-6}\n";
+  };
+  std::string machine = write("two-cpus.yaml", two_cpus(""));
   CliResult r = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + machine +
                          " -p random:1 --steps 2 --json --by-type");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -310,11 +310,15 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   }
   EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " --steps 1").status, 2);
 
+  // verify of the small CIFAR-10 graph with these arguments; its JSON, or null when it failed.
+  auto verify_json = [&](const std::string& args) {
+    CliResult v = placelab("verify --model cifar10_cnn:batch=2,granularity=layer --json " + args);
+    EXPECT_EQ(v.status, 0) << v.out;
+    return v.status == 0 ? nlohmann::json::parse(v.out) : nlohmann::json();
+  };
+
   // Several placements in interleaved rounds: one entry per placement and the summary.
-  CliResult m = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + machine +
-                         " -p random:1 random:2 -p single_cpu --steps 2 --rounds 2 --json");
-  ASSERT_EQ(m.status, 0) << m.out;
-  auto mj = nlohmann::json::parse(m.out);
+  auto mj = verify_json("-m " + machine + " -p random:1 random:2 -p single_cpu --steps 2 --rounds 2");
   ASSERT_EQ(mj["placements"].size(), 3u);
   EXPECT_EQ(mj["placements"][2]["placement"], "single_cpu");
   EXPECT_EQ(mj["placements"][0]["measured_steps_s"].size(), 4u);  // two rounds of two steps
@@ -327,25 +331,13 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " -p random:1 --rounds 0").status, 2);
 
   // A calibration with drift probes: verify times the probe again and reports the slowdown.
-  std::string calibrated = write("two-cpus-calibrated.yaml",
-                                 "machine:\n"
-                                 "  name: two-cpus\n"
-                                 "  devices:\n"
-                                 "    - {name: cpu:0, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
-                                 " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
-                                 "    - {name: cpu:1, kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10,"
-                                 " memory_bytes: 4.0e9, streams: 1, launch_overhead_s: 1.0e-6}\n"
-                                 "  links:\n"
-                                 "    - {a: cpu:0, b: cpu:1, kind: memory, bandwidth_Bps: 1.0e10, latency_s: 1.0e-6}\n"
-                                 "calibration:\n"
-                                 "  backend: cpu\n"
-                                 "  devices:\n"
-                                 "    - {device: cpu:0, cores: [0], probe_s: 1.0e-3}\n"
-                                 "    - {device: cpu:1, cores: [0], probe_s: 1.0e-3}\n");
-  CliResult d = placelab("verify --model cifar10_cnn:batch=2,granularity=layer -m " + calibrated +
-                         " -p random:1 --steps 2 --json");
-  ASSERT_EQ(d.status, 0) << d.out;
-  auto dj = nlohmann::json::parse(d.out);
+  std::string calibrated = write("two-cpus-calibrated.yaml", "machine:\n" + two_cpus("  ") +
+                                                                  "calibration:\n"
+                                                                  "  backend: cpu\n"
+                                                                  "  devices:\n"
+                                                                  "    - {device: cpu:0, cores: [0], probe_s: 1.0e-3}\n"
+                                                                  "    - {device: cpu:1, cores: [0], probe_s: 1.0e-3}\n");
+  auto dj = verify_json("-m " + calibrated + " -p random:1 --steps 2");
   ASSERT_EQ(dj["drift"].size(), 2u);
   EXPECT_EQ(dj["drift"][0]["device"], "cpu:0");
   EXPECT_GT(dj["drift"][0]["probe_now_s"].get<double>(), 0);
