@@ -194,15 +194,17 @@ std::map<std::string, TypeTally> tally_by_type(const OpGraph& g, const Simulator
 // How much the machine's speed moved since calibration: the drift probe on each device, timed
 // before and after the measurement, against its time at calibration. Diagnostic only.
 struct ProbeDrift {
-  std::string device;
-  double calibrated_s = 0, now_s = 0;
-  double slowdown() const { return calibrated_s > 0 ? now_s / calibrated_s : 0; }
+  const DeviceCalibration* device = nullptr;  // with probe_s > 0 and its cores
+  double before_s = 0, after_s = 0;
+  double now_s() const { return 0.5 * (before_s + after_s); }
+  double slowdown() const { return now_s() / device->probe_s; }
 };
 
+// Times the probe on every device whose calibration has one (before the runs).
 std::vector<ProbeDrift> probe_devices(const Calibration& cal) {
   std::vector<ProbeDrift> out;
   for (const DeviceCalibration& dc : cal.devices)
-    if (dc.probe_s > 0 && !dc.cores.empty()) out.push_back({dc.device, dc.probe_s, time_drift_probe(dc.cores)});
+    if (dc.probe_s > 0 && !dc.cores.empty()) out.push_back({&dc, time_drift_probe(dc.cores)});
   return out;
 }
 
@@ -210,7 +212,7 @@ void print_drift(const std::vector<ProbeDrift>& drift) {
   if (drift.empty()) return;
   fmt::print("\nmachine speed vs calibration (GEMM 256^3 probe before and after the runs):");
   for (const ProbeDrift& d : drift)
-    fmt::print("  {} {:.2f}x {}", d.device, d.slowdown() >= 1 ? d.slowdown() : 1 / d.slowdown(),
+    fmt::print("  {} {:.2f}x {}", d.device->device, d.slowdown() >= 1 ? d.slowdown() : 1 / d.slowdown(),
                d.slowdown() >= 1 ? "slower" : "faster");
   fmt::print("\n");
 }
@@ -218,7 +220,7 @@ void print_drift(const std::vector<ProbeDrift>& drift) {
 nlohmann::json drift_json(const std::vector<ProbeDrift>& drift) {
   nlohmann::json j = nlohmann::json::array();
   for (const ProbeDrift& d : drift)
-    j.push_back({{"device", d.device}, {"probe_calibrated_s", d.calibrated_s}, {"probe_now_s", d.now_s},
+    j.push_back({{"device", d.device->device}, {"probe_calibrated_s", d.device->probe_s}, {"probe_now_s", d.now_s()},
                  {"slowdown", d.slowdown()}});
   return j;
 }
@@ -286,10 +288,7 @@ void run_verify(VerifyArgs a) {
                    a.placements[i]);
     });
     if (progress) fmt::print(stderr, "\r{:<80}\r", "");
-    for (ProbeDrift& d : drift) {  // the mean of the probe before and after the runs
-      const DeviceCalibration* dc = ms->calibration->find_device(d.device);
-      d.now_s = 0.5 * (d.now_s + time_drift_probe(dc->cores));
-    }
+    for (ProbeDrift& d : drift) d.after_s = time_drift_probe(d.device->cores);
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
     if (a.rounds != 1 || ps.size() != 1) throw InputError("--backend cuda: measures one placement, one round");
@@ -329,12 +328,10 @@ void run_verify(VerifyArgs a) {
     fmt::print("the placement does not fit in memory: nothing was measured\n");
     return;
   }
-  if (a.rounds > 1)
-    fmt::print("predicted  {}\nmeasured   {}  (median over {} rounds of the mean of {} steps after the first)\nerror      {:+.1f} %\n\n",
-               format_seconds(r.predicted_s), format_seconds(r.measured_s), a.rounds, a.steps - 1, 100 * r.error);
-  else
-    fmt::print("predicted  {}\nmeasured   {}  (mean of {} steps after the first)\nerror      {:+.1f} %\n\n",
-               format_seconds(r.predicted_s), format_seconds(r.measured_s), a.steps - 1, 100 * r.error);
+  const std::string mean = fmt::format("mean of {} steps after the first", a.steps - 1);
+  fmt::print("predicted  {}\nmeasured   {}  ({})\nerror      {:+.1f} %\n\n", format_seconds(r.predicted_s),
+             format_seconds(r.measured_s), a.rounds > 1 ? fmt::format("median over {} rounds of the {}", a.rounds, mean) : mean,
+             100 * r.error);
   fmt::print("{:<10} {:>14} {:>14}\n", "device", "predicted busy", "measured busy");
   for (const VerifyDevice& d : r.devices)
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
