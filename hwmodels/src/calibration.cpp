@@ -587,6 +587,7 @@ std::string machine_yaml(const Machine& m, bool as_block) {
     o << in << "    memory_bytes: " << d.memory_bytes << "\n";
     o << in << "    streams: " << d.streams << "\n";
     o << in << "    launch_overhead_s: " << num(d.launch_overhead_s) << "\n";
+    if (!d.copy_engine) o << in << "    copy_engine: false\n";
   }
   if (!m.switches.empty()) {
     o << in << "switches: [";

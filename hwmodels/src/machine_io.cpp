@@ -124,7 +124,8 @@ class MachineReader {
  private:
   static constexpr std::string_view kRootKeys[] = {"name", "description", "devices", "switches", "links"};
   static constexpr std::string_view kDeviceKeys[] = {
-      "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s"};
+      "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s",
+      "copy_engine"};
   static constexpr std::string_view kLinkKeys[] = {"a",         "b",         "kind", "bandwidth_Bps",
                                                    "latency_s", "reverse_bandwidth_Bps", "reverse_latency_s"};
 
@@ -279,6 +280,11 @@ class MachineReader {
       fail(field_line(path, "streams"), path + ".streams", text, "must be an integer in 1..256");
     d.streams = streams_value;
     d.launch_overhead_s = read_quantity(node, path, "launch_overhead_s", Quantity::kSeconds, true);
+    if (const YAML::Node ce = node["copy_engine"]) {
+      const std::string v = ce.IsScalar() ? ce.Scalar() : describe_node(ce);
+      if (v != "true" && v != "false") fail(field_line(path, "copy_engine"), path + ".copy_engine", v, "must be true or false");
+      d.copy_engine = v == "true";
+    }
     return d;
   }
 

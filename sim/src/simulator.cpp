@@ -51,6 +51,9 @@ struct PairInfo {
   uint32_t hop_begin = 0, hop_end = 0;
   uint32_t queue = 0;  // the transfer queue of its first hop (see FlatGraph::num_queues)
   bool affine = false;
+  // The destination has no copy engine (Device::copy_engine = false): the copy waits in its
+  // ready queue and runs on one of its compute slots; no link is reserved.
+  bool by_device = false;
 };
 
 // Everything an evaluation reads, flattened once so the hot loop touches only contiguous arrays.
@@ -115,6 +118,7 @@ inline constexpr unsigned __int128 kNoEvent = ~static_cast<unsigned __int128>(0)
 // Event kinds in processing order at one instant.
 constexpr uint64_t kOpFinish = 0;
 constexpr uint64_t kTransfer = 1;
+constexpr uint64_t kCopyFinish = 2;  // a copy run by its destination device (PairInfo::by_device)
 
 // An entry of a device's ready queue.
 struct ReadyOp {
@@ -144,7 +148,10 @@ struct alignas(32) OpState {
   int64_t output_bytes;  // OpInfo::output_bytes
 };
 
-// One transfer (at most one per data edge), in one record.
+// One transfer (at most one per data edge), in one record. A copy run by its destination device
+// (PairInfo::by_device) uses the fields differently until it starts: end_s holds its ready time
+// (its issue), `next` links the device's copy queue; once started, `queue` is the compute slot it
+// runs on and `next` its device.
 struct Transfer {
   double end_s;
   int64_t bytes;           // on the wire (the producer's send_bytes), allocated when issued
@@ -168,6 +175,10 @@ struct DeviceState {
   uint32_t dest_edges;
   uint32_t dest_transfer;
   uint32_t dest_fill;
+  // Copies waiting to run on this device (by_device pairs): a FIFO of transfers in issue order,
+  // linked through Transfer::next; kNoTransfer when empty.
+  uint32_t copy_head;
+  uint32_t copy_tail;
   int64_t transient_bytes;
   int64_t peak_transient_bytes;
 };
@@ -264,6 +275,7 @@ SimWorkspace& SimWorkspace::operator=(SimWorkspace&&) noexcept = default;
 
 namespace {
 
+using sim_detail::kCopyFinish;
 using sim_detail::kNoEvent;
 using sim_detail::kOpFinish;
 using sim_detail::kTransfer;
@@ -296,7 +308,7 @@ class Evaluation {
     r_.memory_timeline.clear();
 
     for (uint32_t d = 0; d < nd_; ++d)
-      devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, 0, 0};
+      devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, kNoTransfer, kNoTransfer, 0, 0};
     for (uint32_t l = 0; l < g_.num_links; ++l) links_[l] = LinkState{0.0, 0.0, 0};
     std::fill_n(w_.queues.begin(), g_.num_queues, QueueState{kNoTransfer, 0});
     std::fill_n(w_.slot_busy.begin(), g_.slot_off[nd_], uint32_t{0});
@@ -344,11 +356,15 @@ class Evaluation {
       // The handler replaces or clears the event's leaf, which removes it from the queue.
       now = e.time();
       const auto id = static_cast<uint32_t>(e.key());
-      if ((e.key() >> 32) == kOpFinish) {
+      const uint64_t kind = e.key() >> 32;
+      if (kind == kOpFinish) {
         finish_op(id, now);
         dispatch_if_instant_over(now);
-      } else {
+      } else if (kind == kTransfer) {
         finish_transfer(id, now);
+        dispatch_if_instant_over(now);
+      } else {
+        finish_copy(id, now);
         dispatch_if_instant_over(now);
       }
     }
@@ -482,9 +498,20 @@ class Evaluation {
     }
   }
 
+  // Starts ready work on the free slots of `d`: ops in ready order and, on a device without a
+  // copy engine, its waiting copies too, the earlier ready first (an op before a copy ready at
+  // the same time, as the CPU executor orders its tasks).
   void dispatch(DeviceId d, double now) {
     DeviceState& ds = devs_[d];
-    while (ds.free_slots > 0 && ds.ready_head < ds.ready_tail) {
+    while (ds.free_slots > 0) {
+      if (ds.copy_head != kNoTransfer) [[unlikely]] {
+        if (ds.ready_head == ds.ready_tail || xfers_[ds.copy_head].end_s < w_.ready[ds.ready_head].time) {
+          start_copy(d, now);
+          continue;
+        }
+      } else if (ds.ready_head == ds.ready_tail) {
+        break;
+      }
       const uint32_t op = w_.ready[ds.ready_head++].op;
       const uint32_t first = g_.slot_off[d];
       uint32_t s = first;
@@ -601,18 +628,27 @@ class Evaluation {
     ds.dest_edges = 0;  // reset the per-producer scratch for the next producer
 
     const sim_detail::PairInfo& pair = g_.pairs[std::size_t{src} * nd_ + dst];
-    double duration;
-    if (pair.affine) {
-      // Finite and non-negative by construction (checked when the Simulator was built).
-      duration = pair.latency_s + static_cast<double>(bytes) * pair.s_per_byte;
-    } else {
-      duration = g_.cost->transfer_time_s(bytes, src, dst);
-      // The event order and the per-link FIFO reasoning need finite, non-negative durations.
-      PLACELAB_CHECK(duration >= 0 && duration < std::numeric_limits<double>::infinity())
-          << g_.cost->describe() << ": transfer_time_s(" << bytes << ", " << src << ", " << dst << ") = " << duration;
-    }
+    const double duration = transfer_duration(pair, bytes, src, dst);
     const LinkDirection* hop = g_.route_hops.data() + pair.hop_begin;
     const LinkDirection* hop_end = g_.route_hops.data() + pair.hop_end;
+    if (pair.by_device) [[unlikely]] {
+      // The destination's own cores copy: the copy queues for one of its compute slots (ready
+      // now) instead of reserving the route; the links only count its traffic.
+      for (const LinkDirection* h = hop; h != hop_end; ++h) {
+        links_[*h].bytes += bytes;
+        links_[*h].busy_s += duration;
+      }
+      t.end_s = now;
+      allocate(dst, bytes, now);
+      if (ds.copy_head == kNoTransfer) {
+        ds.copy_head = x;
+      } else {
+        xfers_[ds.copy_tail].next = x;
+      }
+      ds.copy_tail = x;
+      mark_dirty(dst);
+      return;
+    }
     double start = now;
     for (const LinkDirection* h = hop; h != hop_end; ++h) start = std::max(start, links_[*h].free_s);
     const double end = start + duration;
@@ -636,16 +672,66 @@ class Evaluation {
     if constexpr (kRecord) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
   }
 
-  void finish_transfer(uint32_t x, double now) {
-    const Transfer& t = xfers_[x];
-    const uint32_t producer = t.producer;
-    const uint32_t next = t.next;
-    const uint32_t leaf = queue_leaf(t.queue);
+  // Seconds `bytes` take from src to dst (the pair's line when affine).
+  double transfer_duration(const sim_detail::PairInfo& pair, int64_t bytes, DeviceId src, DeviceId dst) const {
+    if (pair.affine) {
+      // Finite and non-negative by construction (checked when the Simulator was built).
+      return pair.latency_s + static_cast<double>(bytes) * pair.s_per_byte;
+    }
+    const double duration = g_.cost->transfer_time_s(bytes, src, dst);
+    // The event order and the per-link FIFO reasoning need finite, non-negative durations.
+    PLACELAB_CHECK(duration >= 0 && duration < std::numeric_limits<double>::infinity())
+        << g_.cost->describe() << ": transfer_time_s(" << bytes << ", " << src << ", " << dst << ") = " << duration;
+    return duration;
+  }
+
+  // Starts the copy at the head of `d`'s copy queue on its lowest free slot (free_slots > 0).
+  void start_copy(DeviceId d, double now) {
+    DeviceState& ds = devs_[d];
+    const uint32_t x = ds.copy_head;
+    Transfer& t = xfers_[x];
+    ds.copy_head = t.next;
+    const uint32_t first = g_.slot_off[d];
+    uint32_t s = first;
+    while (w_.slot_busy[s]) ++s;
+    w_.slot_busy[s] = 1;
+    --ds.free_slots;
+    const DeviceId src = ops_[t.producer].device;
+    const double duration = transfer_duration(g_.pairs[std::size_t{src} * nd_ + d], t.bytes, src, d);
+    t.queue = s;
+    t.next = d;
+    t.end_s = now + duration;
+    set_leaf(s, Event{t.end_s, kCopyFinish << 32 | x});
+    if constexpr (kRecord)
+      r_.timeline.push_back({TimelineEvent::Kind::kTransfer, t.producer, d, src, static_cast<uint16_t>(s - first), now,
+                             t.end_s, t.bytes});
+  }
+
+  // The received copy of transfer `x` is on its destination: its consumers there may start, and
+  // the producer's output has one reference less.
+  void deliver(const Transfer& t, double now) {
     const uint32_t* consumer = w_.consumers.data() + t.consumers_begin;
     for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
       if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
-    OpState& p = ops_[producer];
+    OpState& p = ops_[t.producer];
     release_if(--p.output_refs == 0, p.device, p.output_bytes, now);
+  }
+
+  void finish_copy(uint32_t x, double now) {
+    const Transfer& t = xfers_[x];
+    const DeviceId d = static_cast<DeviceId>(t.next);
+    w_.slot_busy[t.queue] = 0;
+    clear_leaf(t.queue);
+    ++devs_[d].free_slots;
+    mark_dirty(d);
+    deliver(t, now);
+  }
+
+  void finish_transfer(uint32_t x, double now) {
+    const Transfer& t = xfers_[x];
+    const uint32_t next = t.next;
+    const uint32_t leaf = queue_leaf(t.queue);
+    deliver(t, now);
 
     // x heads its first hop's queue; hand the queue's leaf to the next transfer.
     w_.queues[t.queue].head = next;
@@ -795,6 +881,7 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
         pair.affine = affine;
         pair.latency_s = latency;
         pair.s_per_byte = per_byte;
+        pair.by_device = !machine.devices[t].copy_engine;
       }
       pair.hop_end = static_cast<uint32_t>(g.route_hops.size());
     }

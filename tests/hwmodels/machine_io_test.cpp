@@ -93,6 +93,10 @@ TEST(MachineYaml, ParsesPlainNumbersAndHumanUnits) {
   EXPECT_DOUBLE_EQ(g.memory_bandwidth_Bps, 240e9);
   EXPECT_EQ(g.memory_bytes, 12'000'000'000);
   EXPECT_DOUBLE_EQ(g.launch_overhead_s, 5e-6);
+  EXPECT_TRUE(c.copy_engine);  // the default
+  EXPECT_FALSE(parse_machine_yaml(with_line(9, "    launch_overhead_s: 3 us\n    copy_engine: false"), "t.yaml")
+                   .devices[0]
+                   .copy_engine);
   EXPECT_EQ(m.switches, std::vector<std::string>{"rc:0"});
   ASSERT_EQ(m.links.size(), 2u);
   EXPECT_EQ(m.links[0].kind, LinkKind::kMemory);
@@ -170,7 +174,9 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(1, "name: [a, b]"), "t.yaml:1: name = <a sequence>: must be a string"},
       {"name: toy\ndevices:\n  - just a string\n",
        "t.yaml:3: devices[0] = just a string: must be a mapping with keys name, kind, model, peak_flops, "
-       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s"},
+       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine"},
+      {with_line(9, "    launch_overhead_s: 3 us\n    copy_engine: no"),
+       "t.yaml:10: devices[0].copy_engine = no: must be true or false"},
       {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
       {with_line(17, "switches: [[rc:0]]"), "t.yaml:17: switches[0] = <a sequence>: must be a name"},
       {"name: toy\ndevices: []\n", "t.yaml:2: devices = <a sequence>: must be a non-empty sequence of devices"},
@@ -184,7 +190,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
 TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(with_line(5, "    peek_flops: 1e11")),
             "t.yaml:5: devices[0].peek_flops: unknown key; allowed keys: name, kind, model, peak_flops, "
-            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s");
+            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
             "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),

@@ -109,6 +109,61 @@ TEST(Simulator, NonAffineTransferTimesAreAskedPerTransfer) {
   EXPECT_DOUBLE_EQ(r.links[0].busy_s, 32);
 }
 
+TEST(Simulator, ADeviceWithoutCopyEngineRunsItsCopiesOnItsOwnSlot) {
+  Machine m = mesh_machine(2);
+  for (Device& d : m.devices) d.copy_engine = false;  // as the CPU executor's devices
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);  // 0, gpu:0
+  add(g, "b", 3);  // 1, gpu:1, a source
+  add(g, "c", 1);  // 2, gpu:1, reads a
+  add(g, "e", 2);  // 3, gpu:1, ordered after a by a control edge
+  g.add_edge(0, 2, data(500));
+  g.add_edge(0, 3, control());
+  // a [0,1]. Its copy and e are both ready on gpu:1 at 1, which runs b until 3. An op goes before
+  // a copy ready at the same time: e [3,5], then the copy (1 + 500/1000 = 1.5 s) [5,6.5] on
+  // gpu:1's slot, then c [6.5,7.5]. With a copy engine the copy would run [1,2.5] beside b.
+  SimResult r = run(g, cost, {0, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(r.step_time_s, 7.5);
+  EXPECT_DOUBLE_EQ(op_event(r, 3).start_s, 3);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 6.5);
+  EXPECT_DOUBLE_EQ(r.devices[1].busy_s, 6);  // ops only: b + e + c
+  EXPECT_EQ(r.transfers, 1);
+  EXPECT_EQ(r.links[0].bytes, 500);           // traffic is still counted on the link
+  EXPECT_DOUBLE_EQ(r.links[0].busy_s, 1.5);
+  int copies = 0;
+  for (const TimelineEvent& e : r.timeline) {
+    if (e.kind != TimelineEvent::Kind::kTransfer) continue;
+    ++copies;
+    EXPECT_DOUBLE_EQ(e.start_s, 5);
+    EXPECT_DOUBLE_EQ(e.end_s, 6.5);
+    EXPECT_EQ(e.device, 1u);
+    EXPECT_EQ(e.src_device, 0u);
+  }
+  EXPECT_EQ(copies, 1);
+
+  // A copy ready before a waiting op goes first; copies do not serialize on the link: two
+  // producers on gpu:0 send to gpu:1, which has two slots, and both copies run at once.
+  Machine m2 = mesh_machine(2, 2);
+  for (Device& d : m2.devices) d.copy_engine = false;
+  FixedCostModel cost2(m2);
+  OpGraph g2;
+  add(g2, "p", 1);  // 0, gpu:0
+  add(g2, "q", 1);  // 1, gpu:0 (second slot)
+  add(g2, "x", 1);  // 2, gpu:1, reads p
+  add(g2, "y", 1);  // 3, gpu:1, reads q
+  g2.add_edge(0, 2, data(500));
+  g2.add_edge(1, 3, data(500));
+  // p and q [0,1]; both copies ready at 1 run [1,2.5] on gpu:1's two slots; x, y [2.5,3.5].
+  // (Through a copy engine they would share the link direction: [1,2.5] and [2.5,4].)
+  SimResult r2 = run(g2, cost2, {0, 0, 1, 1});
+  EXPECT_DOUBLE_EQ(r2.step_time_s, 3.5);
+  EXPECT_DOUBLE_EQ(r2.links[0].busy_s, 3);
+  for (Device& d : m2.devices) d.copy_engine = true;
+  FixedCostModel cost3(m2);
+  EXPECT_DOUBLE_EQ(run(g2, cost3, {0, 0, 1, 1}).step_time_s, 5);
+}
+
 TEST(Simulator, TransfersSharingALinkDirectionSerialize) {
   Machine m = switch_machine();  // cpu:0=0, gpu:0=1, gpu:1=2, gpu:2=3, gpu:3=4
   FixedCostModel cost(m);

@@ -46,6 +46,10 @@ struct Device {
   int64_t memory_bytes = 0;            // usable memory capacity
   int streams = 1;                     // compute slots that run ops concurrently
   double launch_overhead_s = 0;        // fixed cost added to every op run here
+  // true: copies into this device run on DMA engines, beside its ops (a GPU). false: the device's
+  // own cores copy — a received tensor is a memcpy that takes one of its compute slots, as in
+  // placelab's CPU executor (`placelab calibrate --backend cpu` writes false).
+  bool copy_engine = true;
 };
 
 enum class LinkKind : uint8_t { kPcie, kNvlink, kQpi, kNetwork, kMemory };

@@ -36,7 +36,7 @@ struct TimelineEvent {
   OpId op = 0;              // the op that ran, or the producer whose tensor was sent
   DeviceId device = 0;      // kOp: where it ran (after soft placement); kTransfer: destination
   DeviceId src_device = 0;  // kTransfer: source device; kOp: same as device
-  uint16_t stream = 0;      // kOp: compute slot index on the device; kTransfer: 0
+  uint16_t stream = 0;      // kOp: compute slot index on the device; kTransfer: 0, or the slot of a device without a copy engine that ran the copy
   double start_s = 0;
   double end_s = 0;
   int64_t bytes = 0;        // kTransfer: bytes sent; kOp: the op's output_bytes
