@@ -7,7 +7,7 @@ executor (`placelab verify`): each device alone, layer splits in both directions
 placements; prints a table and the median / worst |error| and the Spearman rank correlation.
 
 Usage: scripts/verify-accuracy.py [--placelab build/apps/placelab] [--out results/accuracy] [--rounds 7]
-       [--steps 6] [--repeats 1] [--calibration FILE (reuse)] [--models m1 m2 ...]
+       [--steps 6] [--repeats 1] [--in-situ] [--calibration FILE (reuse)] [--models m1 m2 ...]
 Needs only the Python standard library. Run it on an otherwise idle machine.
 """
 import argparse
@@ -83,6 +83,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=7,
                     help="per model, measure its placements in this many interleaved rounds inside one "
                          "`placelab verify` (median per placement), so slow spells hit every placement alike")
+    ap.add_argument("--in-situ", action="store_true",
+                    help="pass --in-situ to verify: predict with the graph's kernels re-timed in situ before each "
+                         "round (interleaved with the placements); the table also summarises the prediction "
+                         "from the calibration file alone, on the same measurements")
     ap.add_argument("--repeats", type=int, default=1,
                     help="run the whole measurement this many times, in passes over the models, and use the median")
     a = ap.parse_args()
@@ -115,11 +119,13 @@ def main():
     measured = [[] for _ in jobs]
     drift = []  # the machine's speed at each verify vs at calibration (the drift probe)
     predicted, oom = [0.0] * len(jobs), [False] * len(jobs)
+    predicted_file = [None] * len(jobs)  # with --in-situ: the calibration file's own prediction
     for rep in range(a.repeats):
         for model in a.models:
             idx = [i for i, job in enumerate(jobs) if job[0] == model]
             cmd = [a.placelab, "verify", "--graph", jobs[idx[0]][2], "--machine", cal, "--steps", str(a.steps),
-                   "--rounds", str(a.rounds), "--json", "--placement"] + [jobs[i][3] for i in idx]
+                   "--rounds", str(a.rounds), "--json"] + (["--in-situ"] if a.in_situ else []) + \
+                  ["--placement"] + [jobs[i][3] for i in idx]
             print(f"pass {rep + 1}/{a.repeats} {model}: {len(idx)} placements, {a.rounds} interleaved rounds of "
                   f"{a.steps} steps", flush=True)
             out = json.loads(run(cmd))
@@ -129,6 +135,7 @@ def main():
                 drift.append({"pass": rep + 1, "model": model, **d})
             for i, j in zip(idx, reports):
                 predicted[i], oom[i] = j["predicted_s"], j["oom"]
+                predicted_file[i] = j.get("predicted_with_file_s")
                 measured[i].append(j["measured_s"])
                 print(f"  {jobs[i][1]:<34} predicted {j['predicted_s']*1e3:9.3f} ms  "
                       f"measured {j['measured_s']*1e3:9.3f} ms", flush=True)
@@ -136,7 +143,7 @@ def main():
     for i, (model, name, _, _) in enumerate(jobs):
         m = statistics.median(measured[i])
         err = (predicted[i] - m) / m if m > 0 else 0.0
-        rows.append((model, name, predicted[i], m, err, oom[i], measured[i]))
+        rows.append((model, name, predicted[i], m, err, oom[i], measured[i], predicted_file[i]))
     print()
     for r in rows:
         print(f"{r[0]:<45} {r[1]:<34} predicted {r[2]*1e3:9.3f} ms  measured {r[3]*1e3:9.3f} ms  "
@@ -151,11 +158,21 @@ def main():
         mr = [r for r in ok if r[0] == model]
         per_model[model] = spearman([r[2] for r in mr], [r[3] for r in mr]) if len(mr) > 1 else 0.0
     summary["spearman_per_model"] = per_model
+    summary["in_situ"] = a.in_situ
+    if a.in_situ:
+        ferrs = sorted(abs((r[7] - r[3]) / r[3]) for r in ok)
+        summary["with_file"] = {"median_abs_error": statistics.median(ferrs), "worst_abs_error": ferrs[-1],
+                                "spearman": spearman([r[7] for r in ok], [r[3] for r in ok])}
     with open(os.path.join(a.out, "accuracy.json"), "w") as f:
         json.dump({"rows": rows, "summary": summary, "drift": drift}, f, indent=2)
     print(f"\n{len(ok)} placements: median |error| {100*med:.1f} %, worst {100*errs[-1]:.1f} %, "
           f"Spearman {summary['spearman']:.3f} (per model: " +
-          ", ".join(f"{m.split(':')[0]} {s:.3f}" for m, s in per_model.items()) + ")")
+          ", ".join(f"{m.split(':')[0]} {s:.3f}" for m, s in per_model.items()) + ")" +
+          (" with the kernels re-timed in situ" if a.in_situ else ""))
+    if a.in_situ:
+        w = summary["with_file"]
+        print(f"the same measurements against the calibration file's prediction: median |error| "
+              f"{100*w['median_abs_error']:.1f} %, worst {100*w['worst_abs_error']:.1f} %, Spearman {w['spearman']:.3f}")
 
 
 if __name__ == "__main__":

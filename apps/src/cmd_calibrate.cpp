@@ -6,6 +6,8 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -170,6 +172,7 @@ struct VerifyArgs {
   int rounds = 1;
   bool json = false;
   bool by_type = false;
+  bool in_situ = false;
 };
 
 // Predicted vs measured kernel time per op type in the last measured step: where a cost model
@@ -235,16 +238,26 @@ nlohmann::json report_json(const VerifyReport& r, const std::string& placement) 
 
 // Several placements: measured in interleaved rounds, a table and the summary the learners care
 // about (median and worst |error|, Spearman rank correlation).
+// `file_reports` (with --in-situ): the same measurements against the prediction from the machine
+// file's own kernel times, summarised beside the in-situ one.
 void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& reports, const nlohmann::json& header,
-                        const std::vector<ProbeDrift>& drift) {
+                        const std::vector<ProbeDrift>& drift, const std::vector<VerifyReport>& file_reports) {
   const VerifySummary sum = summarize(reports);
+  const VerifySummary file_sum = summarize(file_reports);
+  const auto summary_json = [](const VerifySummary& s) {
+    return nlohmann::json{{"placements", s.placements},
+                          {"median_abs_error", s.median_abs_error},
+                          {"worst_abs_error", s.worst_abs_error},
+                          {"spearman", s.spearman}};
+  };
   if (a.json) {
     nlohmann::json j = header;
-    for (std::size_t i = 0; i < reports.size(); ++i) j["placements"].push_back(report_json(reports[i], a.placements[i]));
-    j["summary"] = {{"placements", sum.placements},
-                    {"median_abs_error", sum.median_abs_error},
-                    {"worst_abs_error", sum.worst_abs_error},
-                    {"spearman", sum.spearman}};
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      j["placements"].push_back(report_json(reports[i], a.placements[i]));
+      if (i < file_reports.size()) j["placements"].back()["predicted_with_file_s"] = file_reports[i].predicted_s;
+    }
+    j["summary"] = summary_json(sum);
+    if (!file_reports.empty()) j["summary_with_file"] = summary_json(file_sum);
     if (!drift.empty()) j["drift"] = drift_json(drift);
     std::cout << j.dump(2) << "\n";
     return;
@@ -262,6 +275,10 @@ void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& re
   fmt::print("\n{} placements measured (median over {} interleaved round(s) of {} steps after the first): median "
              "|error| {:.1f} %, worst {:.1f} %, Spearman {:.3f}\n",
              sum.placements, a.rounds, a.steps - 1, 100 * sum.median_abs_error, 100 * sum.worst_abs_error, sum.spearman);
+  if (!file_reports.empty())
+    fmt::print("with the machine file's kernel times instead of the in-situ ones: median |error| {:.1f} %, worst {:.1f} %, "
+               "Spearman {:.3f}\n",
+               100 * file_sum.median_abs_error, 100 * file_sum.worst_abs_error, file_sum.spearman);
   print_drift(drift);
 }
 
@@ -272,25 +289,46 @@ void run_verify(VerifyArgs a) {
   auto ms = load_machine_source(a.machine);
   std::vector<Placement> ps;
   for (const std::string& spec : a.placements) ps.push_back(resolve_placement(spec, g, *ms));
-  Simulator sim(g.graph, *ms->cost);
   std::vector<ExecutionResult> measured;
   std::vector<ProbeDrift> drift;
+  // --in-situ: the calibration with this graph's kernels re-timed inside steps, interleaved with
+  // the placements' rounds; the prediction uses it instead of the file's.
+  std::unique_ptr<Calibration> in_situ;
+  std::unique_ptr<CalibratedCostModel> in_situ_cost;
   if (a.backend == "cpu") {
     CpuExecutorOptions eo;
     eo.steps = a.steps;
     if (ms->calibration) eo.device_cores = device_cores(CalibratedMachine{ms->machine, *ms->calibration});
+    if (a.in_situ && (!ms->calibration || eo.device_cores.empty()))
+      throw InputError("--in-situ: " + a.machine +
+                       " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
     CpuExecutor exec(g.graph, ms->machine, eo);
     if (ms->calibration) drift = probe_devices(*ms->calibration);
-    const bool progress = ps.size() * static_cast<std::size_t>(a.rounds) > 1 && isatty(fileno(stderr)) != 0;
-    measured = measure_interleaved(exec, ps, a.rounds, [&](int round, std::size_t i) {
-      if (progress)
-        fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1, ps.size(),
-                   a.placements[i]);
-    });
+    std::optional<InSituSampler> sampler;
+    if (a.in_situ) sampler.emplace(g.graph, ms->machine, exec, InSituOptions{.steps = a.steps});
+    const bool progress = isatty(fileno(stderr)) != 0 && (ps.size() * static_cast<std::size_t>(a.rounds) > 1 || a.in_situ);
+    measured = measure_interleaved(
+        exec, ps, a.rounds,
+        [&](int round, std::size_t i) {
+          if (progress)
+            fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1,
+                       ps.size(), a.placements[i]);
+        },
+        [&](int round) {
+          if (!sampler) return;
+          if (progress) fmt::print(stderr, "\rround {:>3}/{:<3} in-situ kernel times{:<40}", round + 1, a.rounds, "");
+          sampler->run_round();
+        });
     if (progress) fmt::print(stderr, "\r{:<80}\r", "");
     for (ProbeDrift& d : drift) d.after_s = time_drift_probe(d.device->cores);
+    if (sampler) {
+      in_situ = std::make_unique<Calibration>(*ms->calibration);
+      sampler->apply(*in_situ);
+      in_situ_cost = std::make_unique<CalibratedCostModel>(ms->machine, *in_situ);
+    }
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
+    if (a.in_situ) throw InputError("--in-situ: only with --backend cpu");
     if (a.rounds != 1 || ps.size() != 1) throw InputError("--backend cuda: measures one placement, one round");
     CudaExecutor exec(g.graph, ms->machine, {.steps = a.steps});
     measured.push_back(exec.run(ps[0]));
@@ -300,14 +338,24 @@ void run_verify(VerifyArgs a) {
   } else {
     throw InputError("--backend " + a.backend + ": must be cpu or cuda");
   }
+  const CostModel& cost = in_situ_cost ? *in_situ_cost : *ms->cost;
+  Simulator sim(g.graph, cost);
   std::vector<VerifyReport> reports;
   for (std::size_t i = 0; i < ps.size(); ++i) reports.push_back(compare_step(sim.simulate(ps[i]), measured[i], ms->machine));
-  const nlohmann::json header = {{"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", ms->cost->describe()}};
+  std::vector<VerifyReport> file_reports;
+  if (in_situ) {
+    Simulator file_sim(g.graph, *ms->cost);
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      file_reports.push_back(compare_step(file_sim.simulate(ps[i]), measured[i], ms->machine));
+  }
+  const std::string cost_text = cost.describe() + (in_situ ? "; this graph's kernels re-timed in situ, interleaved with the rounds" : "");
+  const nlohmann::json header = {
+      {"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", cost_text}, {"in_situ", in_situ != nullptr}};
   if (ps.size() > 1) {
     if (!a.json)
       fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\n\n", g.label, g.graph.num_ops(), ms->machine.name,
-                 ms->cost->describe());
-    print_verify_table(a, reports, header, drift);
+                 cost_text);
+    print_verify_table(a, reports, header, drift, file_reports);
     return;
   }
   const VerifyReport& r = reports[0];
@@ -315,6 +363,7 @@ void run_verify(VerifyArgs a) {
   if (a.json) {
     nlohmann::json j = header;
     j.update(report_json(r, a.placements[0]));
+    if (!file_reports.empty()) j["predicted_with_file_s"] = file_reports[0].predicted_s;
     if (!drift.empty()) j["drift"] = drift_json(drift);
     if (a.by_type)
       for (const auto& [type, t] : tally_by_type(g.graph, sim, p, measured[0]))
@@ -323,15 +372,19 @@ void run_verify(VerifyArgs a) {
     return;
   }
   fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\nplacement  {}\n\n", g.label, g.graph.num_ops(), ms->machine.name,
-             ms->cost->describe(), a.placements[0]);
+             cost_text, a.placements[0]);
   if (r.oom) {
     fmt::print("the placement does not fit in memory: nothing was measured\n");
     return;
   }
   const std::string mean = fmt::format("mean of {} steps after the first", a.steps - 1);
-  fmt::print("predicted  {}\nmeasured   {}  ({})\nerror      {:+.1f} %\n\n", format_seconds(r.predicted_s),
+  fmt::print("predicted  {}\nmeasured   {}  ({})\nerror      {:+.1f} %\n", format_seconds(r.predicted_s),
              format_seconds(r.measured_s), a.rounds > 1 ? fmt::format("median over {} rounds of the {}", a.rounds, mean) : mean,
              100 * r.error);
+  if (!file_reports.empty())
+    fmt::print("with the machine file's kernel times: predicted {}, error {:+.1f} %\n", format_seconds(file_reports[0].predicted_s),
+               100 * file_reports[0].error);
+  fmt::print("\n");
   fmt::print("{:<10} {:>14} {:>14}\n", "device", "predicted busy", "measured busy");
   for (const VerifyDevice& d : r.devices)
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
@@ -397,6 +450,10 @@ void add_calibrate_commands(CLI::App& app) {
                   "slow spell of a shared machine then hits every placement alike)")
       ->capture_default_str();
   ver->add_option("--backend", va->backend, "cpu (this machine) or cuda (a GPU node)")->capture_default_str();
+  ver->add_flag("--in-situ", va->in_situ,
+                "cpu: before each round, run the graph with all ops on each device (every device at once) and "
+                "predict with these in-step kernel times instead of the file's, so the machine's drift since "
+                "calibration does not count as model error (the step times of the placements are not used)");
   ver->add_flag("--json", va->json, "Print JSON: predicted_s, measured_s, error, per-device busy time");
   ver->add_flag("--by-type", va->by_type, "Also compare predicted and measured kernel time per op type (last step)");
   ver->footer(

@@ -373,7 +373,9 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
                                .memory_bandwidth_Bps = peak_bw[d],
                                .memory_bytes = memory,
                                .streams = static_cast<int>(cores[d].size()),
-                               .launch_overhead_s = 0});
+                               .launch_overhead_s = 0,
+                               // the executor's destination worker does the memcpy
+                               .copy_engine = false});
   }
   for (const CopyCalibration& cc : cal.copies) pair[*m.find_device(cc.src)][*m.find_device(cc.dst)] = &cc;
   for (std::size_t a = 0; a < nd; ++a)
@@ -419,59 +421,82 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
   return result;
 }
 
+InSituSampler::InSituSampler(const OpGraph& graph, const Machine& machine, const CpuExecutor& executor,
+                             const InSituOptions& options)
+    : graph_(graph), executor_(executor), options_(options), devices_(machine.num_devices()) {
+  if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
+  samples_.resize(devices_);
+  step_sum_s_.assign(devices_, 0);
+}
+
+void InSituSampler::record(std::size_t d, const ExecutionResult& r) {
+  if (r.oom) throw InputError("in-situ calibration: " + r.oom_message);
+  for (OpId op = 0; op < graph_.num_ops(); ++op) {
+    const KernelSignature& sig = graph_.op(op).kernel;
+    if (sig.cls != KernelClass::kNoop) samples_[d][sig].push_back(r.op_time_s[op]);
+  }
+  step_sum_s_[d] += r.step_time_s;
+}
+
+void InSituSampler::run_round() {
+  ++rounds_;
+  const std::size_t nd = devices_;
+  const auto all_on = [&](std::size_t d) { return Placement(graph_.num_ops(), static_cast<DeviceId>(d)); };
+  if (!options_.co_run || nd == 1) {
+    for (std::size_t d = 0; d < nd; ++d) record(d, executor_.run(all_on(d)));
+    return;
+  }
+  // Every device runs its own copy of the graph at the same time, so each kernel is timed under
+  // the contention (shared caches, memory bandwidth, sibling hyperthreads) of a step that keeps
+  // all devices busy.
+  std::vector<ExecutionResult> results(nd);
+  std::vector<std::exception_ptr> errors(nd);
+  std::vector<std::thread> threads;
+  for (std::size_t d = 0; d < nd; ++d)
+    threads.emplace_back([&, d] {
+      try {
+        results[d] = executor_.run(all_on(d));
+      } catch (...) {
+        errors[d] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (std::size_t d = 0; d < nd; ++d) record(d, results[d]);
+}
+
+int InSituSampler::apply(Calibration& calibration) const {
+  PLACELAB_CHECK(calibration.devices.size() == devices_) << calibration.devices.size() << " vs " << devices_;
+  int replaced = 0;
+  for (std::size_t d = 0; d < devices_; ++d)
+    for (const auto& [sig, times] : samples_[d]) {
+      calibration.devices[d].kernel_times_s[sig] = median(times);
+      ++replaced;
+    }
+  calibration.refit(options_.fit);
+  return replaced;
+}
+
+std::vector<double> InSituSampler::step_time_s() const {
+  std::vector<double> out(step_sum_s_);
+  for (double& s : out) s /= std::max(rounds_, 1);
+  return out;
+}
+
 InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, const InSituOptions& options) {
   if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
   if (options.rounds < 1) throw InputError("InSituOptions.rounds = " + std::to_string(options.rounds) + ": must be >= 1");
-  InSituReport report;
-  const Machine& m = result.machine;
   CpuExecutorOptions eo{.steps = options.steps};
   for (const DeviceCalibration& dc : result.calibration.devices) eo.device_cores.push_back(dc.cores);
-  CpuExecutor exec(graph, m, eo);
-  // samples[d][sig]: one value per (op, round). Rounds alternate the devices, so a slow spell of a
-  // shared machine (seconds long on a VM) lands in one round of each device rather than in all
-  // rounds of one; the median then drops it.
-  using Samples = std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>;
-  const std::size_t nd = m.num_devices();
-  std::vector<Samples> samples(nd);
-  report.step_time_s.assign(nd, 0);
-  auto record = [&](std::size_t d, const ExecutionResult& r) {
-    if (r.oom) throw InputError("in-situ calibration: " + r.oom_message);
-    for (OpId op = 0; op < graph.num_ops(); ++op) {
-      const KernelSignature& sig = graph.op(op).kernel;
-      if (sig.cls != KernelClass::kNoop) samples[d][sig].push_back(r.op_time_s[op]);
-    }
-    report.step_time_s[d] += r.step_time_s / options.rounds;
-  };
-  for (int round = 0; round < options.rounds; ++round) {
-    if (!options.co_run || nd == 1) {
-      for (std::size_t d = 0; d < nd; ++d) record(d, exec.run(Placement(graph.num_ops(), static_cast<DeviceId>(d))));
-      continue;
-    }
-    // Every device runs its own copy of the graph at the same time, so each kernel is timed under
-    // the contention (shared caches, memory bandwidth, sibling hyperthreads) of a step that keeps
-    // all devices busy.
-    std::vector<ExecutionResult> results(nd);
-    std::vector<std::exception_ptr> errors(nd);
-    std::vector<std::thread> threads;
-    for (std::size_t d = 0; d < nd; ++d)
-      threads.emplace_back([&, d] {
-        try {
-          results[d] = exec.run(Placement(graph.num_ops(), static_cast<DeviceId>(d)));
-        } catch (...) {
-          errors[d] = std::current_exception();
-        }
-      });
-    for (std::thread& t : threads) t.join();
-    for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
-    for (std::size_t d = 0; d < nd; ++d) record(d, results[d]);
-  }
-  for (std::size_t d = 0; d < nd; ++d)
-    for (auto& [sig, times] : samples[d]) {
-      result.calibration.devices[d].kernel_times_s[sig] = median(std::move(times));
-      ++report.signatures;
-    }
-  result.calibration.refit(options.fit);
+  CpuExecutor exec(graph, result.machine, eo);
+  // Rounds alternate the devices, so a slow spell of a shared machine (seconds long on a VM) lands
+  // in one round of each device rather than in all rounds of one; the median then drops it.
+  InSituSampler sampler(graph, result.machine, exec, options);
+  for (int round = 0; round < options.rounds; ++round) sampler.run_round();
+  InSituReport report;
+  report.signatures = sampler.apply(result.calibration);
+  report.step_time_s = sampler.step_time_s();
   return report;
 }
 

@@ -12,6 +12,7 @@
 #include <queue>
 #include <thread>
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +73,10 @@ struct DeviceQueue {
   std::condition_variable cv;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
   bool stop = false;
+  // Whether any task of this run is placed on the device. Only such a device's workers spin: an
+  // idle device's spinning workers would take time from a concurrent run on the same cores (the
+  // in-situ calibration runs one copy of the graph per device at once).
+  bool has_tasks = false;
   // ready.size() and stop, readable without the mutex by spinning workers.
   std::atomic<uint32_t> ready_count{0};
   std::atomic<bool> stopping{false};
@@ -210,6 +215,7 @@ class Run {
     const std::size_t nd = machine_.num_devices();
     const std::size_t nt = tasks_.size();
     queues_ = std::vector<DeviceQueue>(nd);
+    for (const Task& t : tasks_) queues_[t.device].has_tasks = true;
     pending_ = std::make_unique<std::atomic<uint32_t>[]>(nt);
     start_s_.assign(nt, 0);
     end_s_.assign(nt, 0);
@@ -258,11 +264,15 @@ class Run {
     setup_done_->count_down();
     DeviceQueue& q = queues_[d];
     for (;;) {
-      if (options_.spin_s > 0 && q.ready_count.load(std::memory_order_acquire) == 0) {
+      if (options_.spin_s > 0 && q.has_tasks && q.ready_count.load(std::memory_order_acquire) == 0) {
         const auto deadline = Clock::now() + std::chrono::duration<double>(options_.spin_s);
-        while (q.ready_count.load(std::memory_order_acquire) == 0 && !q.stopping.load(std::memory_order_acquire) &&
-               Clock::now() < deadline) {
+        // sched_yield now and then: when more threads than cores share this core (tests run in
+        // parallel), a spinner must not hold it for a whole time slice.
+        for (unsigned spins = 1; q.ready_count.load(std::memory_order_acquire) == 0 &&
+                                 !q.stopping.load(std::memory_order_acquire) && Clock::now() < deadline;
+             ++spins) {
           cpu_relax();
+          if (spins % 256 == 0) sched_yield();
         }
       }
       uint32_t t = 0;

@@ -31,15 +31,18 @@ VerifyReport verify_placement(const OpGraph& graph, std::span<const DeviceId> pl
 }
 
 std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, std::span<const Placement> placements,
-                                                 int rounds, const std::function<void(int, std::size_t)>& after_run) {
+                                                 int rounds, const std::function<void(int, std::size_t)>& after_run,
+                                                 const std::function<void(int)>& before_round) {
   if (rounds < 1) throw InputError("rounds = " + std::to_string(rounds) + ": must be >= 1");
   std::vector<std::vector<ExecutionResult>> runs(placements.size());
-  for (int r = 0; r < rounds; ++r)
+  for (int r = 0; r < rounds; ++r) {
+    if (before_round) before_round(r);
     for (std::size_t i = 0; i < placements.size(); ++i) {
       if (r > 0 && runs[i].front().oom) continue;
       runs[i].push_back(executor.run(placements[i]));
       if (after_run) after_run(r, i);
     }
+  }
   std::vector<ExecutionResult> out;
   out.reserve(placements.size());
   for (std::vector<ExecutionResult>& rs : runs) {

@@ -342,6 +342,25 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   EXPECT_EQ(dj["drift"][0]["device"], "cpu:0");
   EXPECT_GT(dj["drift"][0]["probe_now_s"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(dj["drift"][0]["slowdown"].get<double>(), dj["drift"][0]["probe_now_s"].get<double>() / 1e-3);
+
+  // --in-situ: the prediction uses kernel times measured during the rounds; the file's own
+  // prediction of the same placements is kept beside it.
+  auto sj = verify_json("-m " + calibrated + " -p random:1 single_cpu --steps 2 --rounds 2 --in-situ");
+  EXPECT_TRUE(sj["in_situ"].get<bool>());
+  EXPECT_NE(sj["cost_model"].get<std::string>().find("in situ"), std::string::npos);
+  ASSERT_EQ(sj["placements"].size(), 2u);
+  auto plain = verify_json("-m " + calibrated + " -p random:1 single_cpu --steps 2");
+  for (std::size_t i = 0; i < 2; ++i) {
+    // The file's prediction is the simulator's, deterministic: the same as without --in-situ.
+    EXPECT_EQ(sj["placements"][i]["predicted_with_file_s"], plain["placements"][i]["predicted_s"]);
+    EXPECT_NE(sj["placements"][i]["predicted_s"], plain["placements"][i]["predicted_s"]);
+  }
+  EXPECT_TRUE(sj.contains("summary_with_file"));
+  EXPECT_FALSE(plain["in_situ"].get<bool>());
+  // It needs the device cores of a calibration.
+  CliResult no_cores = placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " -p random:1 --in-situ");
+  EXPECT_EQ(no_cores.status, 2);
+  EXPECT_NE(no_cores.out.find("--in-situ"), std::string::npos) << no_cores.out;
 }
 
 }  // namespace

@@ -124,10 +124,14 @@ TEST(CpuExecutor, InterleavedRoundsTakeTheMedianAndSkipOomPlacements) {
   CpuExecutor exec(g, m, {.steps = 3, .device_cores = cpu::default_device_cores(2)});
   const std::vector<Placement> ps = {Placement(g.num_ops(), 0), Placement(g.num_ops(), 1)};
   std::vector<std::pair<int, std::size_t>> order;
-  std::vector<ExecutionResult> r =
-      measure_interleaved(exec, ps, 3, [&](int round, std::size_t i) { order.emplace_back(round, i); });
-  // Round by round, every placement in turn; the OOM one only in the first round.
-  EXPECT_EQ(order, (std::vector<std::pair<int, std::size_t>>{{0, 0}, {0, 1}, {1, 0}, {2, 0}}));
+  constexpr std::size_t kBefore = 99;  // marks a before_round call in `order`
+  std::vector<ExecutionResult> r = measure_interleaved(
+      exec, ps, 3, [&](int round, std::size_t i) { order.emplace_back(round, i); },
+      [&](int round) { order.emplace_back(round, kBefore); });
+  // Round by round, before_round first, then every placement in turn; the OOM one only in the
+  // first round.
+  EXPECT_EQ(order, (std::vector<std::pair<int, std::size_t>>{
+                       {0, kBefore}, {0, 0}, {0, 1}, {1, kBefore}, {1, 0}, {2, kBefore}, {2, 0}}));
   ASSERT_EQ(r.size(), 2u);
   EXPECT_TRUE(r[1].oom);
   ASSERT_FALSE(r[0].oom);

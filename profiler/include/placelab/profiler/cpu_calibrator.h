@@ -14,12 +14,14 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "placelab/graph/kernel.h"
 #include "placelab/graph/op_graph.h"
 #include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/machine.h"
+#include "placelab/profiler/cpu_executor.h"
 #include "placelab/profiler/cpu_kernels.h"
 
 namespace placelab {
@@ -150,5 +152,36 @@ struct InSituReport {
   std::vector<double> step_time_s;   // the measured step with every op on device d (mean of rounds)
 };
 InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, const InSituOptions& options = {});
+
+// The rounds of calibrate_in_situ one at a time, so a caller can interleave them with other runs:
+// `placelab verify --in-situ` runs one round before each round of the placements it measures, so
+// the kernel times and the step times it compares come from the same minutes of a drifting VM.
+// Uses options.steps, options.co_run and options.fit; options.rounds is the caller's loop.
+class InSituSampler {
+ public:
+  // `graph`, `machine` and the executor must outlive the sampler; the executor runs `graph` on
+  // `machine` with the calibration's device cores.
+  InSituSampler(const OpGraph& graph, const Machine& machine, const CpuExecutor& executor, const InSituOptions& options);
+  // One round: all ops on each device, every device at once (co_run) or in turn. Throws
+  // InputError when the graph does not fit on a device.
+  void run_round();
+  int rounds() const { return rounds_; }
+  // Replaces each (device, signature) time of `calibration` (devices in machine order) by the
+  // median of its in-step times over all rounds, then refits. Returns the number replaced.
+  int apply(Calibration& calibration) const;
+  // Per device, the mean measured step of the all-on-this-device runs.
+  std::vector<double> step_time_s() const;
+
+ private:
+  using Samples = std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>;
+  void record(std::size_t device, const ExecutionResult& r);
+  const OpGraph& graph_;
+  const CpuExecutor& executor_;
+  InSituOptions options_;
+  std::size_t devices_ = 0;
+  int rounds_ = 0;
+  std::vector<Samples> samples_;     // per device: one value per (op, round)
+  std::vector<double> step_sum_s_;   // per device: sum over rounds of the measured step
+};
 
 }  // namespace placelab

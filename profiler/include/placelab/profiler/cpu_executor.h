@@ -35,10 +35,12 @@ struct CpuExecutorOptions {
   // per op, so off by default.
   bool measure_cpu_time = false;
   // An idle worker polls its device's ready queue this long before it sleeps on a condition
-  // variable, as TensorFlow's inter-op pool spins: an input that arrives from another device soon
-  // then starts its consumer in ~0.1 µs instead of a thread wake-up (tens of µs on a VM). 0 = sleep
-  // at once.
-  double spin_s = 100e-6;
+  // variable, as a GPU stream polls its work queue: an input that arrives from another device
+  // then starts its consumer in ~0.1 µs instead of a thread wake-up (tens of µs on a VM), which
+  // no accelerator pays and the simulator does not model. 20 ms outlasts the gaps inside a step
+  // of the graphs verified here; with 100 µs, placements with ~1,000 cross-device tensors ran
+  // 10-25 % slower than predicted on the development VM (docs/reproductions.md). 0 = sleep at once.
+  double spin_s = 20e-3;
   // Throws InputError naming the field: steps < 2, byte limits ≤ 0 (other than the 0 default),
   // spin_s outside [0, 1], an empty core set or a negative core number.
   void validate() const;

@@ -48,10 +48,12 @@ VerifyReport verify_placement(const OpGraph& graph, std::span<const DeviceId> pl
 // combined result has the median over rounds of the step time and of each device's busy and copy
 // time, every round's steps in `step_times_s` (each round's warm-up first), and the last round's
 // timeline. A placement that is OOM in its first round is not run again. `after_run(round,
-// placement)` reports progress. rounds ≥ 1 (InputError otherwise).
+// placement)` reports progress; `before_round(round)` runs first in every round (verify --in-situ
+// re-times the graph's kernels there). rounds ≥ 1 (InputError otherwise).
 std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, std::span<const Placement> placements,
                                                  int rounds,
-                                                 const std::function<void(int, std::size_t)>& after_run = {});
+                                                 const std::function<void(int, std::size_t)>& after_run = {},
+                                                 const std::function<void(int)>& before_round = {});
 
 // The core sets a calibration measured its devices on, indexed by the machine's DeviceId — the
 // executor's CpuExecutorOptions::device_cores. Empty when some device has no recorded cores (the
