@@ -11,16 +11,21 @@ function(placelab_add_library name)
   set_property(GLOBAL APPEND PROPERTY PLACELAB_LIBRARIES placelab_${name})
 endfunction()
 
-# placelab_add_test(<name> SOURCES ... DEPS ...): a GoogleTest executable registered with CTest.
+# placelab_add_test(<name> [SERIAL] SOURCES ... DEPS ...): a GoogleTest executable registered with
+# CTest. SERIAL: its tests never run beside other tests (timing checks on this machine's cores).
 function(placelab_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main placelab::warnings)
   target_compile_definitions(${name} PRIVATE
     PLACELAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     PLACELAB_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  if(ARG_SERIAL)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  endif()
 endfunction()
 
 # placelab_add_bench(<name> SOURCES ... DEPS ...): a Google Benchmark program.

@@ -6,8 +6,8 @@ models' kernel signatures), then for each model runs >= 14 placements for real w
 executor (`placelab verify`): each device alone, layer splits in both directions, and 10 random
 placements; prints a table and the median / worst |error| and the Spearman rank correlation.
 
-Usage: scripts/verify-accuracy.py [--placelab build/apps/placelab] [--out results/accuracy] [--rounds 7]
-       [--steps 6] [--repeats 1] [--in-situ] [--calibration FILE (reuse)] [--models m1 m2 ...]
+Usage: scripts/verify-accuracy.py [--placelab build/apps/placelab] [--out results/accuracy] [--rounds 12]
+       [--steps 4] [--repeats 1] [--in-situ] [--calibration FILE (reuse)] [--models m1 m2 ...]
 Needs only the Python standard library. Run it on an otherwise idle machine.
 """
 import argparse
@@ -78,9 +78,9 @@ def main():
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     ap.add_argument("--random", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--alone", action="store_true", help="calibrate with --in-situ-alone (uncontended in-situ runs)")
-    ap.add_argument("--rounds", type=int, default=7,
+    ap.add_argument("--rounds", type=int, default=12,
                     help="per model, measure its placements in this many interleaved rounds inside one "
                          "`placelab verify` (median per placement), so slow spells hit every placement alike")
     ap.add_argument("--in-situ", action="store_true",

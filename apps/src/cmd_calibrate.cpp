@@ -391,6 +391,16 @@ void run_verify(VerifyArgs a) {
   print_drift(drift);
   if (!a.by_type) return;
   auto types = tally_by_type(g.graph, sim, p, measured[0]);
+  {
+    // The cross-device copies as one more row: the simulator's transfer time (the links' busy
+    // time; a device without a copy engine runs the same durations on its slots) against the
+    // executor's measured memcpy time (mean per step).
+    const SimResult predicted = sim.simulate(p);
+    TypeTally copies{.ops = static_cast<int64_t>(predicted.transfers)};
+    for (const LinkStats& l : predicted.links) copies.predicted_s += l.busy_s;
+    for (double c : measured[0].device_copy_s) copies.measured_s += c;
+    if (copies.ops > 0) types["(cross-device copies)"] = copies;
+  }
   std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());
   std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
     return std::abs(x.second.measured_s - x.second.predicted_s) > std::abs(y.second.measured_s - y.second.predicted_s);

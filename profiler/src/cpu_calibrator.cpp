@@ -317,8 +317,16 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
   cal.refit(options.fit);
 
   // Copies between every ordered device pair: the source device's thread writes the source buffer
-  // (first touch, and the data sits in its caches as a producer's output would), the destination
-  // device's thread allocates the destination and performs the memcpy, as the executor does.
+  // (first touch), the destination device's thread allocates the destination and performs the
+  // memcpy, as the executor does. With cold_memory_bound, the last-level cache is flushed before
+  // each timed copy, as for the memory-bound kernels: in the executor the copy's source was last
+  // touched a step ago and both buffers come from DRAM (with only the L2 flushed, copies inside
+  // steps of random RNNLM placements took 1.9x the calibrated time, docs/reproductions.md).
+  const bool cold_copies = options.timing.cold_cache && options.timing.cold_memory_bound;
+  const int64_t copy_flush = cold_copies ? llc_flush : cache_flush_bytes();
+  const int copy_max_repeats =
+      cold_copies ? std::min(options.timing.max_repeats, options.timing.cold_max_repeats) : options.timing.max_repeats;
+  const int copy_min_repeats = std::min(options.timing.min_repeats, copy_max_repeats);
   std::vector<int64_t> sizes = options.copy_bytes;
   if (sizes.empty())
     for (int64_t b = 1024; b <= (int64_t{64} << 20); b *= 4) sizes.push_back(b);
@@ -342,9 +350,9 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
           do std::memcpy(dst.data(), src.data(), src.size());
           while (seconds_since(warm) < options.timing.warmup_s);
           double sum = 0;
-          while (static_cast<int>(times.size()) < options.timing.max_repeats &&
-                 (static_cast<int>(times.size()) < options.timing.min_repeats || sum < options.timing.target_s)) {
-            if (options.timing.cold_cache) flush_caches(cache_flush_bytes());
+          while (static_cast<int>(times.size()) < copy_max_repeats &&
+                 (static_cast<int>(times.size()) < copy_min_repeats || sum < options.timing.target_s)) {
+            if (options.timing.cold_cache) flush_caches(copy_flush);
             const double t0 = clock_s(options.timing.clock);
             std::memcpy(dst.data(), src.data(), src.size());
             times.push_back(clock_s(options.timing.clock) - t0);
