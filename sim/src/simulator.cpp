@@ -95,8 +95,8 @@ struct FlatGraph {
 
 // An entry of the event queue, ordered by (time, key) with key = kind << 32 | id: the fixed
 // processing order at one instant that determinism and the memory rules rely on. For an op
-// finish the id is the op; for a transfer finish it is the transfer, so transfer finishes at one
-// instant go in issue order. (A transfer's start needs no event: its received copy is allocated
+// finish the id is the op; for a transfer finish (or the finish of a copy run by its destination
+// device, kCopyFinish) it is the transfer, so transfer finishes at one instant go in issue order. (A transfer's start needs no event: its received copy is allocated
 // when it is issued, and its links were reserved then.)
 // Times are never negative, and the bit patterns of non-negative doubles order like the values,
 // so (time, key) packs into one 128-bit integer compared without branches. Keys are unique, so

@@ -1,6 +1,7 @@
 // Properties every simulated step must have, checked on seeded random DAGs and placements over
 // several machines: lower bounds on the step time, a consistent timeline (each op once, after its
 // inputs, no two intervals on one stream or link direction), and consistent memory accounting.
+// Machines without copy engines (copies run on the destination's streams) are among them.
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -15,13 +16,20 @@ namespace {
 
 using testing::FixedCostModel;
 
-enum class MachineKind { kMesh3, kMesh2TwoStreams, kSwitch };
+enum class MachineKind { kMesh3, kMesh2TwoStreams, kSwitch, kMesh3NoCopyEngine, kMesh2TwoStreamsNoCopyEngine };
+
+Machine without_copy_engines(Machine m) {
+  for (Device& d : m.devices) d.copy_engine = false;
+  return m;
+}
 
 Machine make(MachineKind kind) {
   switch (kind) {
     case MachineKind::kMesh3: return testing::mesh_machine(3);
     case MachineKind::kMesh2TwoStreams: return testing::mesh_machine(2, 2);
     case MachineKind::kSwitch: return testing::switch_machine();
+    case MachineKind::kMesh3NoCopyEngine: return without_copy_engines(testing::mesh_machine(3));
+    case MachineKind::kMesh2TwoStreamsNoCopyEngine: return without_copy_engines(testing::mesh_machine(2, 2));
   }
   return testing::mesh_machine(1);
 }
@@ -94,6 +102,11 @@ TEST_P(SimProperties, HoldOnRandomDags) {
       stream_use[{e.device, e.stream}].push_back({e.start_s, e.end_s});
     } else {
       EXPECT_TRUE(sends.emplace(std::make_pair(e.op, e.device), &e).second) << "second send of op " << e.op;
+      // A device without a copy engine runs the copy on one of its streams, beside nothing else.
+      if (!m.devices[e.device].copy_engine) {
+        EXPECT_LT(e.stream, m.devices[e.device].streams);
+        stream_use[{e.device, e.stream}].push_back({e.start_s, e.end_s});
+      }
     }
   }
   for (OpId op = 0; op < n; ++op) EXPECT_EQ(runs[op], 1) << g.op(op).name;
@@ -124,7 +137,8 @@ TEST_P(SimProperties, HoldOnRandomDags) {
     EXPECT_EQ(e->bytes, expected_sends[key]);
     EXPECT_NEAR(e->end_s - e->start_s, cost.transfer_time_s(e->bytes, e->src_device, e->device), 1e-12 * e->end_s);
     for (LinkDirection h : m.route(e->src_device, e->device).hops) {
-      link_use[h].push_back({e->start_s, e->end_s});
+      // Copies run by their destination do not reserve links: only their traffic counts there.
+      if (m.devices[e->device].copy_engine) link_use[h].push_back({e->start_s, e->end_s});
       link_bytes[h] += e->bytes;
     }
   }
@@ -152,7 +166,8 @@ TEST_P(SimProperties, HoldOnRandomDags) {
 
 INSTANTIATE_TEST_SUITE_P(SeededDags, SimProperties,
                          ::testing::Combine(::testing::Values(MachineKind::kMesh3, MachineKind::kMesh2TwoStreams,
-                                                              MachineKind::kSwitch),
+                                                              MachineKind::kSwitch, MachineKind::kMesh3NoCopyEngine,
+                                                              MachineKind::kMesh2TwoStreamsNoCopyEngine),
                                             ::testing::Range(1u, 7u)));
 
 }  // namespace
