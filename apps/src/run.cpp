@@ -125,7 +125,14 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
       CalibratedMachine cm{machine, *ms->calibration};
       eo.device_cores = device_cores(cm);
     }
-    verify_env = std::make_unique<CpuExecutorEnvironment>(g, machine, eo);
+    if (s.verify.in_situ) {
+      if (!ms->calibration || eo.device_cores.empty())
+        throw InputError(s.file.string() + ":" + std::to_string(s.verify.line) + ": verify.in_situ: machine " + s.machine +
+                         " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
+      verify_env = std::make_unique<InSituVerifyEnvironment>(g, machine, *ms->calibration, eo, s.verify.rounds);
+    } else {
+      verify_env = std::make_unique<CpuExecutorEnvironment>(g, machine, eo);
+    }
   }
 
   SearchSpace space;
@@ -139,7 +146,8 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
 
   json results = json::array();
   json verifications = json::array();
-  std::string curve = "algorithm,seed,sample,step_time_s,oom,best_s,verify_predicted_s,verify_measured_s\n";
+  std::string curve =
+      "algorithm,seed,sample,step_time_s,oom,best_s,verify_predicted_s,verify_measured_s,verify_in_situ_predicted_s\n";
   struct Best {
     double time = INFINITY;
     std::string name;
@@ -214,11 +222,13 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
           curve_rows.push_back({c.sample, c.oom ? json(nullptr) : json(c.step_time_s), number_or_null(c.best_s)});
         r["curve"] = curve_rows;
         json ver = json::array();
-        for (const VerifyRecord& v : t.verifications)
+        for (const VerifyRecord& v : t.verifications) {
           ver.push_back({{"sample", v.sample},
                          {"predicted_s", v.predicted_s},
                          {"measured_s", v.measured_oom ? json(nullptr) : json(v.measured_s)},
                          {"source", v.source}});
+          if (v.in_situ_predicted_s > 0) ver.back()["in_situ_predicted_s"] = v.in_situ_predicted_s;
+        }
         r["verifications"] = ver;
         if (t.status == TrainSummary::Status::kStopped) {
           fmt::print(stderr, "{}: stopped after {} samples; continue with --resume\n", tag, t.samples);
@@ -228,23 +238,26 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
         fs::remove(to.checkpoint_path);
       }
       // Curve rows and verification records for the outputs.
-      std::map<int64_t, std::pair<double, json>> verify_at;
+      std::map<int64_t, const json*> verify_at;
       for (const json& v : r["verifications"]) {
-        verify_at[v["sample"].get<int64_t>()] = {v["predicted_s"].get<double>(), v["measured_s"]};
+        verify_at[v["sample"].get<int64_t>()] = &v;
         verifications.push_back({{"algorithm", ls.name}, {"seed", seed}, {"sample", v["sample"]},
                                  {"predicted_s", v["predicted_s"]}, {"measured_s", v["measured_s"]},
                                  {"source", v["source"]}});
+        if (v.contains("in_situ_predicted_s")) verifications.back()["in_situ_predicted_s"] = v["in_situ_predicted_s"];
       }
       for (const json& c : r["curve"]) {
         int64_t sample = c[0].get<int64_t>();
-        std::string vp, vm;
+        std::string vp, vm, vi;
         if (auto it = verify_at.find(sample); it != verify_at.end()) {
-          vp = fmt::format("{:.9g}", it->second.first);
-          vm = it->second.second.is_null() ? "oom" : fmt::format("{:.9g}", it->second.second.get<double>());
+          const json& v = *it->second;
+          vp = fmt::format("{:.9g}", v["predicted_s"].get<double>());
+          vm = v["measured_s"].is_null() ? "oom" : fmt::format("{:.9g}", v["measured_s"].get<double>());
+          if (v.contains("in_situ_predicted_s")) vi = fmt::format("{:.9g}", v["in_situ_predicted_s"].get<double>());
         }
-        curve += fmt::format("{},{},{},{},{},{},{},{}\n", ls.name, seed, sample,
+        curve += fmt::format("{},{},{},{},{},{},{},{},{}\n", ls.name, seed, sample,
                              c[1].is_null() ? "" : fmt::format("{:.9g}", c[1].get<double>()), c[1].is_null() ? 1 : 0,
-                             c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm);
+                             c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm, vi);
       }
       if (!r["best_s"].is_null())
         consider(r["best_s"].get<double>(), ls.name, seed, r["best_placement"].get<Placement>());

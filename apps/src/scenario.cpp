@@ -241,14 +241,24 @@ Scenario read_scenario(const std::filesystem::path& path) {
                          s.baselines.push_back(name);
                        }
                      } else if (key == "verify") {
-                       r.for_each_entry(v, "verify", {"backend", "every", "steps"}, [&](const std::string& k, const YAML::Node& x) {
+                       bool rounds_set = false;
+                       s.verify.line = v.Mark().line + 1;
+                       r.for_each_entry(v, "verify", {"backend", "every", "steps", "in_situ", "rounds"}, [&](const std::string& k, const YAML::Node& x) {
                          if (k == "backend") s.verify.backend = r.choice("verify.backend", x, {"cpu", "none"});
                          else if (k == "every") s.verify.every = r.positive("verify.every", x);
-                         else {
+                         else if (k == "in_situ") s.verify.in_situ = r.scalar<bool>("verify.in_situ", x, "true or false");
+                         else if (k == "rounds") {
+                           const int64_t n = r.positive("verify.rounds", x);
+                           if (n > 100) r.fail(x, "verify.rounds: must be <= 100");
+                           s.verify.rounds = static_cast<int>(n);
+                           rounds_set = true;
+                         } else {
                            s.verify.steps = static_cast<int>(r.positive("verify.steps", x));
                            if (s.verify.steps < 2) r.fail(x, "verify.steps: must be >= 2 (the first step is warm-up)");
                          }
                        });
+                       if (s.verify.in_situ && !rounds_set) s.verify.rounds = 3;
+                       if (rounds_set && !s.verify.in_situ) r.fail(v, "verify.rounds: only with `in_situ: true`");
                        if (s.verify.backend == "none") s.verify.backend.clear();
                        if (!s.verify.backend.empty() && s.verify.every == 0) r.fail(v, "verify: needs `every: N` (samples)");
                      } else if (key == "checkpoint_every") s.checkpoint_every = r.non_negative(key, v);

@@ -26,6 +26,11 @@ struct VerifySpec {
   std::string backend;  // "" (off) or "cpu"
   int64_t every = 0;    // measure the current best every N samples
   int steps = 5;        // executor steps per measurement (the first is warm-up)
+  // Re-time the graph's kernels in situ around each measurement and report the simulator's
+  // prediction with them beside the file's (needs a `calibrate --backend cpu` machine file).
+  bool in_situ = false;
+  int rounds = 1;       // interleaved rounds per measurement (median); 3 when in_situ and unset
+  int line = 0;         // of `verify:` in the scenario file, for errors found when the run starts
 };
 
 // A published figure to print beside ours in report.md: seconds per step, or OOM.

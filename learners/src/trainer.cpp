@@ -83,7 +83,8 @@ std::string save_checkpoint(const Learner& learner, const Grouping& grouping, co
   j["curve"] = std::move(curve);
   nlohmann::json ver = nlohmann::json::array();
   for (const VerifyRecord& v : s.verifications)
-    ver.push_back({v.sample, detail::bits(v.predicted_s), detail::bits(v.measured_s), v.measured_oom, v.source});
+    ver.push_back({v.sample, detail::bits(v.predicted_s), detail::bits(v.measured_s), v.measured_oom, v.source,
+                   detail::bits(v.in_situ_predicted_s)});
   j["verifications"] = std::move(ver);
   return j.dump();
 }
@@ -109,7 +110,8 @@ void load_checkpoint(const std::string& text, const std::string& origin, Learner
     s.verifications.clear();
     for (const auto& v : j.at("verifications"))
       s.verifications.push_back({v.at(0).get<int64_t>(), detail::unbits(v.at(1)), detail::unbits(v.at(2)),
-                                 v.at(3).get<bool>(), v.at(4).get<std::string>()});
+                                 v.at(3).get<bool>(), v.at(4).get<std::string>(),
+                                 v.size() > 5 ? detail::unbits(v.at(5)) : 0.0});  // older checkpoints: none
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": " + e.what());
   }
@@ -191,7 +193,8 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
       if (vm.size() != 1)
         throw Error("verify environment \"" + verify->name() + "\" returned " + std::to_string(vm.size()) +
                     " measurements for 1 placement");
-      s.verifications.push_back({s.samples, s.best_step_time_s, vm[0].step_time_s, vm[0].oom, vm[0].source});
+      s.verifications.push_back(
+          {s.samples, s.best_step_time_s, vm[0].step_time_s, vm[0].oom, vm[0].source, vm[0].predicted_s});
       if (observer) observer->on_verify(s.verifications.back());
     }
     const bool done = s.samples >= options.sample_budget;

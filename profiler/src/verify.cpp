@@ -67,6 +67,35 @@ std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, st
   return out;
 }
 
+InSituVerifyEnvironment::InSituVerifyEnvironment(const OpGraph& graph, const Machine& machine,
+                                                 const Calibration& calibration, CpuExecutorOptions options, int rounds)
+    : graph_(graph), machine_(machine), calibration_(calibration), executor_(graph, machine, options),
+      steps_(options.steps), rounds_(rounds) {
+  if (rounds < 1) throw InputError("in-situ verify: rounds = " + std::to_string(rounds) + ": must be >= 1");
+  if (calibration.devices.size() != machine.num_devices())
+    throw InputError("in-situ verify: the calibration has " + std::to_string(calibration.devices.size()) +
+                     " devices, the machine " + std::to_string(machine.num_devices()));
+  for (const DeviceCalibration& d : calibration.devices)
+    if (d.cores.empty()) throw InputError("in-situ verify: calibrated device " + d.device + " has no cores");
+}
+
+std::vector<Measurement> InSituVerifyEnvironment::evaluate(std::span<const Placement> placements) {
+  InSituSampler sampler(graph_, machine_, executor_, InSituOptions{.steps = steps_});
+  std::vector<ExecutionResult> measured =
+      measure_interleaved(executor_, placements, rounds_, {}, [&](int) { sampler.run_round(); });
+  Calibration fresh = calibration_;
+  sampler.apply(fresh);
+  CalibratedCostModel cost(machine_, fresh);
+  Simulator sim(graph_, cost);
+  std::vector<Measurement> out;
+  for (std::size_t i = 0; i < placements.size(); ++i)
+    out.push_back({.step_time_s = measured[i].step_time_s,
+                   .oom = measured[i].oom,
+                   .source = "cpu",
+                   .predicted_s = sim.simulate(placements[i]).step_time_s});
+  return out;
+}
+
 std::vector<std::vector<int>> device_cores(const CalibratedMachine& calibrated) {
   std::vector<std::vector<int>> out;
   for (const Device& d : calibrated.machine.devices) {

@@ -236,6 +236,13 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
       {"name: x\nmodel: resnet50\nsamples: -1\nbaselines: [single_gpu]\n", "samples = -1"},
       {"name: x\nbaselines: [single_gpu]\n", "needs `model"},
       {"name: [x\n", "YAML syntax error"},
+      {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, rounds: 3}\n"),
+       "verify.rounds: only with `in_situ: true`"},
+      {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, in_situ: maybe}\n"),
+       "verify.in_situ = maybe"},
+      // in_situ needs a calibrated machine with cores; the quickstart's machine is a preset.
+      {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, in_situ: true}\n"),
+       "verify.in_situ: machine"},
   };
   for (const auto& c : cases) {
     std::string f = write("bad.yaml", c.text);

@@ -34,12 +34,14 @@ class AdditiveEnv : public Environment {
         ++load[p[op]];
       }
       if (capacity_ > 0 && *std::max_element(load.begin(), load.end()) > capacity_) m.oom = true;
+      m.predicted_s = predicted_scale * m.step_time_s;  // an environment's own prediction, if any
       out.push_back(m);
       ++evaluated;
     }
     return out;
   }
   std::string name() const override { return "additive"; }
+  double predicted_scale = 0;  // > 0: also "predict" each placement as this multiple of its time
   double optimum() const {
     double t = 0;
     for (const auto& row : cost_) t += *std::min_element(row.begin(), row.end());

@@ -55,6 +55,7 @@ void expect_same_result(const TrainSummary& a, const TrainSummary& b) {
   for (std::size_t i = 0; i < a.verifications.size(); ++i) {
     EXPECT_EQ(a.verifications[i].sample, b.verifications[i].sample);
     EXPECT_EQ(a.verifications[i].measured_s, b.verifications[i].measured_s);
+    EXPECT_EQ(a.verifications[i].in_situ_predicted_s, b.verifications[i].in_situ_predicted_s);
   }
 }
 
@@ -75,16 +76,19 @@ TEST(Trainer, ResumedRunEndsExactlyLikeAnUninterruptedOne) {
       return std::make_unique<ReinforceLearner>(space, ReinforceOptions{}, 5);
     };
     AdditiveEnv env_a(costs), verify_a(costs);
+    verify_a.predicted_scale = 1.5;  // its predictions must survive the checkpoint too
     auto a = make();
     o.checkpoint_path = temp_path(which + "_full.json");
     const TrainSummary full = train(*a, grouping, env_a, o, &verify_a);
     EXPECT_EQ(full.status, TrainSummary::Status::kFinished);
     EXPECT_EQ(full.verifications.size(), 6u);
+    EXPECT_EQ(full.verifications[0].in_situ_predicted_s, 1.5 * full.verifications[0].measured_s);
 
     // Interrupted after 300 samples (last checkpoint at 240), then resumed by a fresh process.
     o.checkpoint_path = temp_path(which + "_cut.json");
     o.resume = true;
     AdditiveEnv env_b(costs), verify_b(costs);
+    verify_b.predicted_scale = 1.5;
     auto b1 = make();
     StopAfter stop(300);
     const TrainSummary cut = train(*b1, grouping, env_b, o, &verify_b, &stop);
@@ -144,7 +148,13 @@ TEST(Trainer, RecordsCurveBestAndVerification) {
   const auto hw_time = hw.evaluate(std::vector<Placement>{s.best_placement})[0].step_time_s;
   EXPECT_EQ(s.verifications[1].measured_s, hw_time);
   EXPECT_EQ(s.verifications[1].source, "toy");
+  EXPECT_EQ(s.verifications[1].in_situ_predicted_s, 0);  // this verify environment predicts nothing
   EXPECT_EQ(env.evaluated, 120);
+  hw.predicted_scale = 2;
+  PostLearner again(SearchSpace{G, testing::device_range(D)}, PostOptions{}, 1);
+  const TrainSummary p = train(again, testing::identity_grouping(G), env, o, &hw);
+  ASSERT_EQ(p.verifications.size(), 2u);
+  EXPECT_EQ(p.verifications[1].in_situ_predicted_s, 2 * p.verifications[1].measured_s);
 }
 
 TEST(Trainer, ReportsWhenNothingFits) {

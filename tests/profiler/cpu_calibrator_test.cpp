@@ -192,6 +192,28 @@ TEST(CpuCalibration, InSituTimesTheGraphsSignaturesInsideExecutorSteps) {
 
   EXPECT_THROW(calibrate_in_situ(g, r, {.steps = 1}), InputError);
   EXPECT_THROW(calibrate_in_situ(g, r, {.steps = 3, .rounds = 0}), InputError);
+
+  // The scenario's in-situ verify environment: measured and predicted step of each placement, the
+  // prediction from kernel times re-timed during the measurement (so close to it here, where the
+  // whole graph is three kernels).
+  CpuExecutorOptions eo{.steps = 3};
+  for (const DeviceCalibration& dc : r.calibration.devices) eo.device_cores.push_back(dc.cores);
+  InSituVerifyEnvironment env(g, r.machine, r.calibration, eo, 2);
+  const std::vector<Placement> ps = {Placement(g.num_ops(), 0), Placement(g.num_ops(), static_cast<DeviceId>(nd - 1))};
+  const std::vector<Measurement> ms = env.evaluate(ps);
+  ASSERT_EQ(ms.size(), 2u);
+  for (const Measurement& m : ms) {
+    EXPECT_FALSE(m.oom);
+    EXPECT_EQ(m.source, "cpu");
+    EXPECT_GT(m.step_time_s, 0);
+    EXPECT_GT(m.predicted_s, 0);
+    EXPECT_LT(m.predicted_s, 10 * m.step_time_s);
+    EXPECT_GT(m.predicted_s, 0.1 * m.step_time_s);
+  }
+  EXPECT_THROW(InSituVerifyEnvironment(g, r.machine, r.calibration, eo, 0), InputError);
+  Calibration no_cores = r.calibration;
+  no_cores.devices[0].cores.clear();
+  EXPECT_THROW(InSituVerifyEnvironment(g, r.machine, no_cores, eo, 1), InputError);
 }
 
 TEST(Verify, SpearmanAndSummary) {

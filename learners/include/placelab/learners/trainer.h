@@ -51,6 +51,9 @@ struct VerifyRecord {
   double measured_s = 0;     // the verify environment's step time; meaningless when measured_oom
   bool measured_oom = false;
   std::string source;        // Measurement::source of the verify environment
+  // The verify environment's own prediction (Measurement::predicted_s): the simulator with the
+  // kernels re-timed in situ while measuring. 0 = none.
+  double in_situ_predicted_s = 0;
 };
 
 struct TrainerProgress {

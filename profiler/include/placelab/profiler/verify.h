@@ -16,6 +16,7 @@
 #include "placelab/graph/placement.h"
 #include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/cost_model.h"
+#include "placelab/profiler/cpu_calibrator.h"
 #include "placelab/profiler/cpu_executor.h"
 #include "placelab/sim/simulator.h"
 
@@ -54,6 +55,28 @@ std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, st
                                                  int rounds,
                                                  const std::function<void(int, std::size_t)>& after_run = {},
                                                  const std::function<void(int)>& before_round = {});
+
+// The verify environment of a scenario's `verify: {backend: cpu, in_situ: true}`: each evaluate()
+// measures the placements in `rounds` interleaved rounds and, before each round, re-times the
+// graph's kernels in situ (InSituSampler); Measurement::predicted_s is then the simulator's step
+// with those kernel times, so a trainer can report it beside the measurement — on a machine whose
+// speed drifted since calibration, the file's prediction alone would blame the cost model.
+// `graph`, `machine` and `calibration` must outlive it; the calibration's devices need cores.
+class InSituVerifyEnvironment : public Environment {
+ public:
+  InSituVerifyEnvironment(const OpGraph& graph, const Machine& machine, const Calibration& calibration,
+                          CpuExecutorOptions options, int rounds);
+  std::vector<Measurement> evaluate(std::span<const Placement> placements) override;
+  std::string name() const override { return "cpu executor, kernels re-timed in situ"; }
+
+ private:
+  const OpGraph& graph_;
+  const Machine& machine_;
+  const Calibration& calibration_;
+  CpuExecutor executor_;
+  int steps_;
+  int rounds_;
+};
 
 // The core sets a calibration measured its devices on, indexed by the machine's DeviceId — the
 // executor's CpuExecutorOptions::device_cores. Empty when some device has no recorded cores (the

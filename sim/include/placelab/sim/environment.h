@@ -15,6 +15,9 @@ struct Measurement {
   double step_time_s = 0;  // per-step time; meaningless when oom
   bool oom = false;        // the placement does not fit in some device's memory
   std::string source;      // "sim", "cpu", "cuda": where the number came from
+  // The environment's own prediction of this placement, when it makes one: a verify environment
+  // that re-times the graph's kernels while it measures (InSituVerifyEnvironment). 0 = none.
+  double predicted_s = 0;
 };
 
 class Environment {
