@@ -4,9 +4,8 @@
 // of two models, median |error| <= 10 %, worst <= 25 %, Spearman >= 0.9) needs a quiet machine and
 // minutes; here the bounds are loose unless PLACELAB_ACCURACY_TESTS=1, and CTest runs this test
 // alone (RUN_SERIAL) so that other tests do not share its cores.
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,26 +15,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "run_cli.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-Result placelab(const std::string& args) {
-  const std::string cmd = std::string(PLACELAB_CLI) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
+using placelab::testing::CliResult;
+using placelab::testing::placelab;
 
 TEST(Accuracy, VerifyInSituPredictsPlacementsOfTheCifarCnnOnTwoCores) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores for two one-core devices";
@@ -44,9 +31,9 @@ TEST(Accuracy, VerifyInSituPredictsPlacementsOfTheCifarCnnOnTwoCores) {
   const std::string cal = (dir / "localhost.yaml").string();
   // A quick calibration (2 % of the sweep): the fits and the copy model. The graph's own kernels
   // are timed in situ by verify.
-  Result c = placelab("calibrate --backend cpu --devices 2 --sweep-scale 0.02 --out " + cal);
+  CliResult c = placelab("calibrate --backend cpu --devices 2 --sweep-scale 0.02 --out " + cal);
   ASSERT_EQ(c.status, 0) << c.out;
-  Result v = placelab("verify --model cifar10_cnn:batch=4 -m " + cal +
+  CliResult v = placelab("verify --model cifar10_cnn:batch=4 -m " + cal +
                       " --in-situ --steps 3 --rounds 5 --json -p single_cpu round_robin heft random:1 random:2 "
                       "random:3 random:4");
   fs::remove_all(dir);

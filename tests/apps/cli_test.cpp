@@ -10,27 +10,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "run_cli.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
-
-// Runs `placelab <args>` through the shell, capturing both streams.
-CliResult placelab(const std::string& args) {
-  std::string cmd = std::string(PLACELAB_CLI) + " " + args + " 2>&1";
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
+using placelab::testing::CliResult;
+using placelab::testing::placelab;
 
 class Cli : public ::testing::Test {
  protected:
