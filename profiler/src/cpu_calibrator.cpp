@@ -435,6 +435,7 @@ InSituSampler::InSituSampler(const OpGraph& graph, const Machine& machine, const
   if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
   samples_.resize(devices_);
   step_sum_s_.assign(devices_, 0);
+  for (const Device& d : machine.devices) device_names_.push_back(d.name);
 }
 
 void InSituSampler::record(std::size_t d, const ExecutionResult& r) {
@@ -475,13 +476,17 @@ void InSituSampler::run_round() {
 }
 
 int InSituSampler::apply(Calibration& calibration) const {
-  PLACELAB_CHECK(calibration.devices.size() == devices_) << calibration.devices.size() << " vs " << devices_;
   int replaced = 0;
-  for (std::size_t d = 0; d < devices_; ++d)
+  for (std::size_t d = 0; d < devices_; ++d) {
+    auto it = std::find_if(calibration.devices.begin(), calibration.devices.end(),
+                           [&](const DeviceCalibration& dc) { return dc.device == device_names_[d]; });
+    if (it == calibration.devices.end())
+      throw InputError("in-situ calibration: the calibration has no device " + device_names_[d]);
     for (const auto& [sig, times] : samples_[d]) {
-      calibration.devices[d].kernel_times_s[sig] = median(times);
+      it->kernel_times_s[sig] = median(times);
       ++replaced;
     }
+  }
   calibration.refit(options_.fit);
   return replaced;
 }

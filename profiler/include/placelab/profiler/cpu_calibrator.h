@@ -166,8 +166,9 @@ class InSituSampler {
   // InputError when the graph does not fit on a device.
   void run_round();
   int rounds() const { return rounds_; }
-  // Replaces each (device, signature) time of `calibration` (devices in machine order) by the
-  // median of its in-step times over all rounds, then refits. Returns the number replaced.
+  // Replaces each (device, signature) time of `calibration` (its devices matched to the machine's
+  // by name) by the median of its in-step times over all rounds, then refits. Returns the number
+  // replaced; InputError when a machine device has no calibrated counterpart.
   int apply(Calibration& calibration) const;
   // Per device, the mean measured step of the all-on-this-device runs.
   std::vector<double> step_time_s() const;
@@ -179,6 +180,7 @@ class InSituSampler {
   const CpuExecutor& executor_;
   InSituOptions options_;
   std::size_t devices_ = 0;
+  std::vector<std::string> device_names_;  // the machine's, by DeviceId
   int rounds_ = 0;
   std::vector<Samples> samples_;     // per device: one value per (op, round)
   std::vector<double> step_sum_s_;   // per device: sum over rounds of the measured step
