@@ -293,7 +293,7 @@ void run_verify(VerifyArgs a) {
   std::vector<ProbeDrift> drift;
   // --in-situ: the calibration with this graph's kernels re-timed inside steps, interleaved with
   // the placements' rounds; the prediction uses it instead of the file's.
-  std::unique_ptr<Calibration> in_situ;
+  std::optional<Calibration> in_situ;
   std::unique_ptr<CalibratedCostModel> in_situ_cost;
   if (a.backend == "cpu") {
     CpuExecutorOptions eo;
@@ -304,28 +304,27 @@ void run_verify(VerifyArgs a) {
                        " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
     CpuExecutor exec(g.graph, ms->machine, eo);
     if (ms->calibration) drift = probe_devices(*ms->calibration);
-    std::optional<InSituSampler> sampler;
-    if (a.in_situ) sampler.emplace(g.graph, ms->machine, exec, InSituOptions{.steps = a.steps});
     const bool progress = isatty(fileno(stderr)) != 0 && (ps.size() * static_cast<std::size_t>(a.rounds) > 1 || a.in_situ);
-    measured = measure_interleaved(
-        exec, ps, a.rounds,
-        [&](int round, std::size_t i) {
-          if (progress)
-            fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1,
-                       ps.size(), a.placements[i]);
-        },
-        [&](int round) {
-          if (!sampler) return;
-          if (progress) fmt::print(stderr, "\rround {:>3}/{:<3} in-situ kernel times{:<40}", round + 1, a.rounds, "");
-          sampler->run_round();
-        });
+    const auto after_run = [&](int round, std::size_t i) {
+      if (progress)
+        fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1, ps.size(),
+                   a.placements[i]);
+    };
+    if (a.in_situ) {
+      InSituMeasurement m = measure_interleaved_in_situ(g.graph, ms->machine, exec, *ms->calibration, ps, a.rounds,
+                                                        after_run, [&](int round) {
+                                                          if (progress)
+                                                            fmt::print(stderr, "\rround {:>3}/{:<3} in-situ kernel times{:<40}",
+                                                                       round + 1, a.rounds, "");
+                                                        });
+      measured = std::move(m.measured);
+      in_situ = std::move(m.calibration);
+      in_situ_cost = std::make_unique<CalibratedCostModel>(ms->machine, *in_situ);
+    } else {
+      measured = measure_interleaved(exec, ps, a.rounds, after_run);
+    }
     if (progress) fmt::print(stderr, "\r{:<80}\r", "");
     for (ProbeDrift& d : drift) d.after_s = time_drift_probe(d.device->cores);
-    if (sampler) {
-      in_situ = std::make_unique<Calibration>(*ms->calibration);
-      sampler->apply(*in_situ);
-      in_situ_cost = std::make_unique<CalibratedCostModel>(ms->machine, *in_situ);
-    }
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
     if (a.in_situ) throw InputError("--in-situ: only with --backend cpu");
@@ -340,8 +339,12 @@ void run_verify(VerifyArgs a) {
   }
   const CostModel& cost = in_situ_cost ? *in_situ_cost : *ms->cost;
   Simulator sim(g.graph, cost);
+  std::vector<SimResult> predicted;
   std::vector<VerifyReport> reports;
-  for (std::size_t i = 0; i < ps.size(); ++i) reports.push_back(compare_step(sim.simulate(ps[i]), measured[i], ms->machine));
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    predicted.push_back(sim.simulate(ps[i]));
+    reports.push_back(compare_step(predicted.back(), measured[i], ms->machine));
+  }
   std::vector<VerifyReport> file_reports;
   if (in_situ) {
     Simulator file_sim(g.graph, *ms->cost);
@@ -350,7 +353,7 @@ void run_verify(VerifyArgs a) {
   }
   const std::string cost_text = cost.describe() + (in_situ ? "; this graph's kernels re-timed in situ, interleaved with the rounds" : "");
   const nlohmann::json header = {
-      {"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", cost_text}, {"in_situ", in_situ != nullptr}};
+      {"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", cost_text}, {"in_situ", in_situ.has_value()}};
   if (ps.size() > 1) {
     if (!a.json)
       fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\n\n", g.label, g.graph.num_ops(), ms->machine.name,
@@ -395,9 +398,8 @@ void run_verify(VerifyArgs a) {
     // The cross-device copies as one more row: the simulator's transfer time (the links' busy
     // time; a device without a copy engine runs the same durations on its slots) against the
     // executor's measured memcpy time (mean per step).
-    const SimResult predicted = sim.simulate(p);
-    TypeTally copies{.ops = static_cast<int64_t>(predicted.transfers)};
-    for (const LinkStats& l : predicted.links) copies.predicted_s += l.busy_s;
+    TypeTally copies{.ops = static_cast<int64_t>(predicted[0].transfers)};
+    for (const LinkStats& l : predicted[0].links) copies.predicted_s += l.busy_s;
     for (double c : measured[0].device_copy_s) copies.measured_s += c;
     if (copies.ops > 0) types["(cross-device copies)"] = copies;
   }

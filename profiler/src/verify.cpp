@@ -69,8 +69,7 @@ std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, st
 
 InSituVerifyEnvironment::InSituVerifyEnvironment(const OpGraph& graph, const Machine& machine,
                                                  const Calibration& calibration, CpuExecutorOptions options, int rounds)
-    : graph_(graph), machine_(machine), calibration_(calibration), executor_(graph, machine, options),
-      steps_(options.steps), rounds_(rounds) {
+    : graph_(graph), machine_(machine), calibration_(calibration), executor_(graph, machine, options), rounds_(rounds) {
   if (rounds < 1) throw InputError("in-situ verify: rounds = " + std::to_string(rounds) + ": must be >= 1");
   if (calibration.devices.size() != machine.num_devices())
     throw InputError("in-situ verify: the calibration has " + std::to_string(calibration.devices.size()) +
@@ -79,18 +78,29 @@ InSituVerifyEnvironment::InSituVerifyEnvironment(const OpGraph& graph, const Mac
     if (d.cores.empty()) throw InputError("in-situ verify: calibrated device " + d.device + " has no cores");
 }
 
+InSituMeasurement measure_interleaved_in_situ(const OpGraph& graph, const Machine& machine, const CpuExecutor& executor,
+                                              const Calibration& calibration, std::span<const Placement> placements,
+                                              int rounds, const std::function<void(int, std::size_t)>& after_run,
+                                              const std::function<void(int)>& before_round) {
+  InSituSampler sampler(graph, machine, executor, InSituOptions{.steps = executor.options().steps});
+  InSituMeasurement out;
+  out.measured = measure_interleaved(executor, placements, rounds, after_run, [&](int round) {
+    if (before_round) before_round(round);
+    sampler.run_round();
+  });
+  out.calibration = calibration;
+  sampler.apply(out.calibration);
+  return out;
+}
+
 std::vector<Measurement> InSituVerifyEnvironment::evaluate(std::span<const Placement> placements) {
-  InSituSampler sampler(graph_, machine_, executor_, InSituOptions{.steps = steps_});
-  std::vector<ExecutionResult> measured =
-      measure_interleaved(executor_, placements, rounds_, {}, [&](int) { sampler.run_round(); });
-  Calibration fresh = calibration_;
-  sampler.apply(fresh);
-  CalibratedCostModel cost(machine_, fresh);
+  const InSituMeasurement m = measure_interleaved_in_situ(graph_, machine_, executor_, calibration_, placements, rounds_);
+  CalibratedCostModel cost(machine_, m.calibration);
   Simulator sim(graph_, cost);
   std::vector<Measurement> out;
   for (std::size_t i = 0; i < placements.size(); ++i)
-    out.push_back({.step_time_s = measured[i].step_time_s,
-                   .oom = measured[i].oom,
+    out.push_back({.step_time_s = m.measured[i].step_time_s,
+                   .oom = m.measured[i].oom,
                    .source = "cpu",
                    .predicted_s = sim.simulate(placements[i]).step_time_s});
   return out;

@@ -88,7 +88,8 @@ struct MetisGroupingOptions {
 Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options);
 
 // Names accepted by make_grouping: "colocation", "single_consumer", "name_prefix", "layer",
-// "model_units", "metis", "none" (one group per op).
+// "model_units", "scope_units" (group_by_model_units without time steps), "metis", "none" (one
+// group per op).
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis = {});
 
 }  // namespace placelab

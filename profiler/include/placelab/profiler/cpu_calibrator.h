@@ -165,7 +165,6 @@ class InSituSampler {
   // One round: all ops on each device, every device at once (co_run) or in turn. Throws
   // InputError when the graph does not fit on a device.
   void run_round();
-  int rounds() const { return rounds_; }
   // Replaces each (device, signature) time of `calibration` (its devices matched to the machine's
   // by name) by the median of its in-step times over all rounds, then refits. Returns the number
   // replaced; InputError when a machine device has no calibrated counterpart.

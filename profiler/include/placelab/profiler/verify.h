@@ -56,11 +56,24 @@ std::vector<ExecutionResult> measure_interleaved(const CpuExecutor& executor, st
                                                  const std::function<void(int, std::size_t)>& after_run = {},
                                                  const std::function<void(int)>& before_round = {});
 
+// measure_interleaved with `graph`'s kernels re-timed in situ before every round (an
+// InSituSampler with the executor's steps): the measurements, and `calibration` with those in-step
+// kernel times (refit), to predict the same placements from kernel times of the same minutes —
+// what `placelab verify --in-situ` and InSituVerifyEnvironment compare. The executor runs `graph`
+// on `machine`; `before_round` runs before each round's in-situ run.
+struct InSituMeasurement {
+  std::vector<ExecutionResult> measured;  // as measure_interleaved's
+  Calibration calibration;                // `calibration` with the graph's kernels re-timed
+};
+InSituMeasurement measure_interleaved_in_situ(const OpGraph& graph, const Machine& machine, const CpuExecutor& executor,
+                                              const Calibration& calibration, std::span<const Placement> placements,
+                                              int rounds, const std::function<void(int, std::size_t)>& after_run = {},
+                                              const std::function<void(int)>& before_round = {});
+
 // The verify environment of a scenario's `verify: {backend: cpu, in_situ: true}`: each evaluate()
-// measures the placements in `rounds` interleaved rounds and, before each round, re-times the
-// graph's kernels in situ (InSituSampler); Measurement::predicted_s is then the simulator's step
-// with those kernel times, so a trainer can report it beside the measurement — on a machine whose
-// speed drifted since calibration, the file's prediction alone would blame the cost model.
+// is a measure_interleaved_in_situ of the placements; Measurement::predicted_s is the simulator's
+// step with the re-timed kernels, so a trainer can report it beside the measurement — on a machine
+// whose speed drifted since calibration, the file's prediction alone would blame the cost model.
 // `graph`, `machine` and `calibration` must outlive it; the calibration's devices need cores.
 class InSituVerifyEnvironment : public Environment {
  public:
@@ -74,7 +87,6 @@ class InSituVerifyEnvironment : public Environment {
   const Machine& machine_;
   const Calibration& calibration_;
   CpuExecutor executor_;
-  int steps_;
   int rounds_;
 };
 
