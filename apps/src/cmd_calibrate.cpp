@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <filesystem>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -30,6 +32,8 @@
 
 namespace placelab::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct CalibrateArgs {
   std::string backend = "cpu";
@@ -80,8 +84,27 @@ void print_calibration(const Machine& m, const Calibration& c) {
                format_rate(cc.fit.bandwidth_Bps));
 }
 
-void run_calibrate(const CalibrateArgs& a) {
+// Where a calibration of this machine goes when --out is not given: the path the README and the
+// scenarios use (hwmodels/calibrated/, created if missing). A trace describes another machine, so
+// it has no default.
+std::string default_out(const std::string& backend) {
+  if (backend == "cpu") return "hwmodels/calibrated/localhost.yaml";
+  if (backend == "cupti") {
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) != 0 || host[0] == '\0') return "hwmodels/calibrated/gpu-node.yaml";
+    return "hwmodels/calibrated/" + std::string(host.data()) + ".yaml";
+  }
+  return {};
+}
+
+void run_calibrate(CalibrateArgs a) {
+  if (a.out.empty()) a.out = default_out(a.backend);
   if (a.out.empty()) throw InputError("--out: required (the calibrated machine file to write)");
+  if (const fs::path dir = fs::path(a.out).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError("--out " + a.out + ": cannot create " + dir.string() + ": " + ec.message());
+  }
   if (a.backend == "cpu") {
     if (a.in_situ_steps < 0 || a.in_situ_steps == 1)
       throw InputError("--in-situ-steps " + std::to_string(a.in_situ_steps) + ": must be 0 (off) or >= 2");
@@ -421,7 +444,9 @@ void add_calibrate_commands(CLI::App& app) {
   auto* cal = app.add_subcommand("calibrate", "Measure real kernel and copy costs; write a calibrated machine file");
   cal->add_option("--backend", ca->backend, "cpu (this machine's cores), cupti (every visible GPU) or trace")
       ->capture_default_str();
-  cal->add_option("--out,-o", ca->out, "Calibrated machine file to write (e.g. hwmodels/calibrated/localhost.yaml)");
+  cal->add_option("--out,-o", ca->out,
+                  "Calibrated machine file to write (default: cpu hwmodels/calibrated/localhost.yaml, cupti "
+                  "hwmodels/calibrated/<hostname>.yaml; trace: required)");
   cal->add_option("--graph", ca->graphs, "Also measure exactly this graph's kernel signatures (repeatable)");
   cal->add_option("--model", ca->models, "Also measure exactly this zoo model's kernel signatures (repeatable)");
   cal->add_option("--in-situ-steps", ca->in_situ_steps,
