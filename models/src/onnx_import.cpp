@@ -206,6 +206,12 @@ class Importer {
              "'): give its size (" + (d == 0 ? "OnnxImportOptions::batch" : "OnnxImportOptions::dim_values") + ")");
       }
     }
+    // An exporter with a fixed batch (torch.onnx.export without dynamic_axes) writes it into the
+    // graph outputs' shapes too, and strict inference would reject the new batch against them.
+    // Inference fills the outputs' shapes in again from the inputs.
+    if (options_.batch > 0)
+      for (auto& output : *graph->mutable_output())
+        if (output.type().has_tensor_type()) output.mutable_type()->mutable_tensor_type()->clear_shape();
   }
 
   void infer_shapes() {
