@@ -1,4 +1,5 @@
 // `placelab models`, `export`, `inspect`: the model zoo from the command line.
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -142,7 +143,7 @@ void add_models_commands(CLI::App& app) {
     set("optimizer", ex->optimizer);
     models::Model m = models::make_model(spec);
     std::ostringstream text;
-    write_graph_json(m.graph, text);
+    write_graph_json(m.graph, text, m.spec.to_string(), m.stats.parameters);
     if (ex->out.empty()) {
       std::cout << text.str();
     } else {
@@ -177,7 +178,7 @@ void add_models_commands(CLI::App& app) {
     models::OnnxImportReport report;
     OpGraph g = models::import_onnx(im->file, o, &report);
     std::ostringstream text;
-    write_graph_json(g, text);
+    write_graph_json(g, text, std::filesystem::path(im->file).filename().string(), report.stats.parameters);
     if (im->out.empty()) {
       std::cout << text.str();
       fmt::print(stderr, "{}\n", report.brief_report());

@@ -18,7 +18,7 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
     throw InputError("give exactly one of --graph <file.json> and --model <name[:key=value,...]>");
   GraphSource out;
   if (!graph_path.empty()) {
-    out.graph = read_graph_json(graph_path);
+    out.graph = read_graph_json(graph_path, nullptr, &out.parameters);
     out.label = std::filesystem::path(graph_path).filename().string();
     return out;
   }

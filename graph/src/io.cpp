@@ -257,7 +257,7 @@ constexpr std::string_view kOpFields[] = {"name",         "type",           "pha
                                           "flops",        "bytes_accessed", "output_bytes",
                                           "persistent_bytes", "cpu_only",   "layer",      "colocation"};
 constexpr std::string_view kEdgeFields[] = {"src", "dst", "bytes", "control"};
-constexpr std::string_view kGraphFields[] = {"format", "version", "name", "ops", "edges"};
+constexpr std::string_view kGraphFields[] = {"format", "version", "name", "parameters", "ops", "edges"};
 
 Op read_op(const Reader& r, const json& v, const std::string& p) {
   r.object(v, p);
@@ -324,7 +324,7 @@ std::string finite(double d, const std::string& what) {
 
 }  // namespace
 
-OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::string* name) {
+OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::string* name, int64_t* parameters) {
   Reader r(text, origin);
   const json doc = r.parse();
   r.object(doc, "");
@@ -337,6 +337,9 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
     r.fail_value("/version", version, "must be 1, the only version this placelab reads");
   std::string graph_name;
   if (const json* n = Reader::member(doc, "name")) graph_name = r.string(*n, "/name", false);
+  int64_t graph_parameters = -1;
+  if (const json* n = Reader::member(doc, "parameters"))
+    graph_parameters = r.integer(*n, "/parameters", 0, std::numeric_limits<int64_t>::max());
 
   OpGraph graph;
   const json& ops = r.array(r.required(doc, "", "ops"), "/ops");
@@ -392,16 +395,19 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
            "the op graph has a cycle: " + names + " (this edge, " + last + " -> " + first + ", closes it)");
   }
   if (name) *name = std::move(graph_name);
+  if (parameters) *parameters = graph_parameters;
   return graph;
 }
 
-OpGraph read_graph_json(const std::filesystem::path& path, std::string* name) {
-  return parse_graph_json(read_text_file(path), path.string(), name);
+OpGraph read_graph_json(const std::filesystem::path& path, std::string* name, int64_t* parameters) {
+  return parse_graph_json(read_text_file(path), path.string(), name, parameters);
 }
 
-void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name) {
+void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name, int64_t parameters) {
   std::string s = "{\n  \"format\": \"placelab-graph\",\n  \"version\": 1,\n  \"name\": " +
-                  literal(std::string(name), "the graph name") + ",\n  \"ops\": [";
+                  literal(std::string(name), "the graph name") + ",\n";
+  if (parameters >= 0) s += "  \"parameters\": " + std::to_string(parameters) + ",\n";
+  s += "  \"ops\": [";
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
     std::string what = "op " + std::to_string(id);

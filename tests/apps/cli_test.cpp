@@ -273,6 +273,10 @@ TEST_F(Cli, ModelsExportInspect) {
   CliResult z = placelab("inspect --model cifar10_cnn:batch=8,granularity=layer --json");
   ASSERT_EQ(z.status, 0) << z.out;
   EXPECT_EQ(nlohmann::json::parse(z.out)["ops"], j["ops"]);
+  // The exported file carries the parameter count, so inspecting it reports the zoo's figure.
+  EXPECT_EQ(j["parameters"], 1'068'298);
+  EXPECT_EQ(nlohmann::json::parse(z.out)["parameters"], j["parameters"]);
+  EXPECT_EQ(j["graph"], "cnn.json");
   EXPECT_EQ(placelab("export nosuchnet").status, 2);
   EXPECT_EQ(placelab("export resnet50:depth=3").status, 2);
 }

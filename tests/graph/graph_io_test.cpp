@@ -326,7 +326,7 @@ TEST(GraphJsonErrors, DocumentHeaderIsChecked) {
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": {}}"),
             "g.json:1: /ops = {}: must be an array");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": [],\n \"op_count\": 3}"),
-            "g.json:2: /op_count = 3: unknown field; valid fields are format, version, name, ops, edges");
+            "g.json:2: /op_count = 3: unknown field; valid fields are format, version, name, parameters, ops, edges");
 }
 
 TEST(GraphJsonErrors, MissingAndUnknownOpFields) {
@@ -369,6 +369,14 @@ TEST(GraphJsonErrors, KernelClassAndFieldsAreChecked) {
             "g.json:5: /ops/0/kernel/k = 1: unknown field of a softmax kernel; valid fields are class, rows, cols");
   EXPECT_EQ(graph_error(doc(abc_with(0, R"({"name": "a", "type": "MatMul", "kernel": {"class": "copy", "bytes": -1}})"), {})),
             "g.json:5: /ops/0/kernel/bytes = -1: must be >= 0");
+}
+
+TEST(GraphJsonErrors, ParameterCountMustBeANonNegativeInteger) {
+  EXPECT_EQ(graph_error(R"({"format": "placelab-graph", "version": 1,
+  "parameters": -3, "ops": []})"),
+            "g.json:2: /parameters = -3: must be >= 0");
+  EXPECT_EQ(graph_error(R"({"format": "placelab-graph", "version": 1, "parameters": "many", "ops": []})"),
+            "g.json:1: /parameters = \"many\": must be an integer");
 }
 
 TEST(GraphJsonErrors, NegativeAndAbsurdSizes) {
@@ -492,6 +500,15 @@ TEST(GraphJsonWrite, RoundTripGivesAnIdenticalGraph) {
   // Deterministic: the same graph gives the same bytes, also after a round trip.
   EXPECT_EQ(written(back, name), text);
   EXPECT_EQ(written(everything_graph(), name), text);
+  // The optional parameter count: absent reads as -1, written only when known.
+  int64_t parameters = 0;
+  parse_graph_json(text, "written", nullptr, &parameters);
+  EXPECT_EQ(parameters, -1);
+  EXPECT_EQ(text.find("\"parameters\""), std::string::npos);
+  std::ostringstream with;
+  write_graph_json(g, with, name, 25'557'032);
+  expect_same_graph(g, parse_graph_json(with.str(), "with", nullptr, &parameters));
+  EXPECT_EQ(parameters, 25'557'032);
 }
 
 TEST(GraphJsonWrite, WritesOneOpPerLineWithEveryField) {

@@ -31,16 +31,18 @@ inline constexpr double kMaxOpFlops = 1e18;
 // classes or phases, negative, non-finite or absurd numbers, duplicate op names, edges to unknown
 // ops, self loops, and cycles (naming the ops on it) with an InputError. Ops get dense ids in file
 // order and edges are added in file order. When `name` is not null it receives the graph's
-// "name" ("" when absent).
-OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::string* name = nullptr);
+// "name" ("" when absent); when `parameters` is not null, its trainable parameter count (-1 when
+// absent: the op graph alone cannot tell trainable variables from optimizer slots).
+OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::string* name = nullptr,
+                         int64_t* parameters = nullptr);
 // Reads a graph file; throws InputError when it cannot be read or is invalid (origin = the path).
-OpGraph read_graph_json(const std::filesystem::path& path, std::string* name = nullptr);
+OpGraph read_graph_json(const std::filesystem::path& path, std::string* name = nullptr, int64_t* parameters = nullptr);
 // Writes `graph` as JSON to `out`: every field of every op (defaults included) in a fixed key
 // order, one op per line, ops in id order and edges in insertion order, numbers in their shortest
-// exact form. The output is a function of the graph and `name` only, and parse_graph_json reads
-// it back to an identical graph. Throws Error, naming the op, for a value JSON cannot carry (a
-// non-finite number, a string that is not UTF-8).
-void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name = {});
+// exact form. The output is a function of the graph, `name` and `parameters` only (written when
+// >= 0), and parse_graph_json reads it back to an identical graph. Throws Error, naming the op,
+// for a value JSON cannot carry (a non-finite number, a string that is not UTF-8).
+void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name = {}, int64_t parameters = -1);
 
 // Parses a placement: {"placement": {"<op name>": "<device name>", ...}} naming every op, or
 // {"devices": ["<device name>", ...]} in op-id order (optionally with "format":
