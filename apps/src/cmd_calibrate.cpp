@@ -204,8 +204,11 @@ struct TypeTally {
   int64_t ops = 0;
   double predicted_s = 0, measured_s = 0;
 };
+// The cross-device copies are one more row, "(cross-device copies)": the simulator's transfer time
+// (the links' busy time; a device without a copy engine runs the same durations on its slots)
+// against the executor's measured memcpy time (mean per step).
 std::map<std::string, TypeTally> tally_by_type(const OpGraph& g, const Simulator& sim, std::span<const DeviceId> p,
-                                               const ExecutionResult& measured) {
+                                               const SimResult& predicted, const ExecutionResult& measured) {
   std::map<std::string, TypeTally> out;
   if (measured.op_end_s.size() != g.num_ops()) return out;
   for (OpId v = 0; v < g.num_ops(); ++v) {
@@ -214,6 +217,10 @@ std::map<std::string, TypeTally> tally_by_type(const OpGraph& g, const Simulator
     t.predicted_s += sim.op_time_s(v, sim.effective_device(v, p[v]));
     t.measured_s += measured.op_end_s[v] - measured.op_start_s[v];
   }
+  TypeTally copies{.ops = static_cast<int64_t>(predicted.transfers)};
+  for (const LinkStats& l : predicted.links) copies.predicted_s += l.busy_s;
+  for (double c : measured.device_copy_s) copies.measured_s += c;
+  if (copies.ops > 0) out["(cross-device copies)"] = copies;
   return out;
 }
 
@@ -392,7 +399,7 @@ void run_verify(VerifyArgs a) {
     if (!file_reports.empty()) j["predicted_with_file_s"] = file_reports[0].predicted_s;
     if (!drift.empty()) j["drift"] = drift_json(drift);
     if (a.by_type)
-      for (const auto& [type, t] : tally_by_type(g.graph, sim, p, measured[0]))
+      for (const auto& [type, t] : tally_by_type(g.graph, sim, p, predicted[0], measured[0]))
         j["by_type"][type] = {{"ops", t.ops}, {"predicted_s", t.predicted_s}, {"measured_s", t.measured_s}};
     std::cout << j.dump(2) << "\n";
     return;
@@ -416,16 +423,7 @@ void run_verify(VerifyArgs a) {
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
   print_drift(drift);
   if (!a.by_type) return;
-  auto types = tally_by_type(g.graph, sim, p, measured[0]);
-  {
-    // The cross-device copies as one more row: the simulator's transfer time (the links' busy
-    // time; a device without a copy engine runs the same durations on its slots) against the
-    // executor's measured memcpy time (mean per step).
-    TypeTally copies{.ops = static_cast<int64_t>(predicted[0].transfers)};
-    for (const LinkStats& l : predicted[0].links) copies.predicted_s += l.busy_s;
-    for (double c : measured[0].device_copy_s) copies.measured_s += c;
-    if (copies.ops > 0) types["(cross-device copies)"] = copies;
-  }
+  auto types = tally_by_type(g.graph, sim, p, predicted[0], measured[0]);
   std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());
   std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
     return std::abs(x.second.measured_s - x.second.predicted_s) > std::abs(y.second.measured_s - y.second.predicted_s);

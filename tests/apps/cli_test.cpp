@@ -299,8 +299,12 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   EXPECT_GT(j["measured_s"].get<double>(), 0);
   EXPECT_GT(j["predicted_s"].get<double>(), 0);
   ASSERT_TRUE(j.contains("by_type"));
+  // Every op once, and the cross-device copies of the random placement as their own row.
   int64_t ops = 0;
-  for (const auto& [type, t] : j["by_type"].items()) ops += t["ops"].get<int64_t>();
+  for (const auto& [type, t] : j["by_type"].items())
+    if (type != "(cross-device copies)") ops += t["ops"].get<int64_t>();
+  ASSERT_TRUE(j["by_type"].contains("(cross-device copies)")) << j["by_type"].dump();
+  EXPECT_GT(j["by_type"]["(cross-device copies)"]["ops"].get<int64_t>(), 0);
   {
     CliResult i = placelab("inspect --model cifar10_cnn:batch=2,granularity=layer --json");
     ASSERT_EQ(i.status, 0) << i.out;
