@@ -431,11 +431,10 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
 
 InSituSampler::InSituSampler(const OpGraph& graph, const Machine& machine, const CpuExecutor& executor,
                              const InSituOptions& options)
-    : graph_(graph), executor_(executor), options_(options), devices_(machine.num_devices()) {
+    : graph_(graph), machine_(machine), executor_(executor), options_(options) {
   if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
-  samples_.resize(devices_);
-  step_sum_s_.assign(devices_, 0);
-  for (const Device& d : machine.devices) device_names_.push_back(d.name);
+  samples_.resize(machine.num_devices());
+  step_sum_s_.assign(machine.num_devices(), 0);
 }
 
 void InSituSampler::record(std::size_t d, const ExecutionResult& r) {
@@ -449,7 +448,7 @@ void InSituSampler::record(std::size_t d, const ExecutionResult& r) {
 
 void InSituSampler::run_round() {
   ++rounds_;
-  const std::size_t nd = devices_;
+  const std::size_t nd = machine_.num_devices();
   const auto all_on = [&](std::size_t d) { return Placement(graph_.num_ops(), static_cast<DeviceId>(d)); };
   if (!options_.co_run || nd == 1) {
     for (std::size_t d = 0; d < nd; ++d) record(d, executor_.run(all_on(d)));
@@ -477,13 +476,12 @@ void InSituSampler::run_round() {
 
 int InSituSampler::apply(Calibration& calibration) const {
   int replaced = 0;
-  for (std::size_t d = 0; d < devices_; ++d) {
-    auto it = std::find_if(calibration.devices.begin(), calibration.devices.end(),
-                           [&](const DeviceCalibration& dc) { return dc.device == device_names_[d]; });
-    if (it == calibration.devices.end())
-      throw InputError("in-situ calibration: the calibration has no device " + device_names_[d]);
+  for (std::size_t d = 0; d < machine_.num_devices(); ++d) {
+    const std::string& name = machine_.devices[d].name;
+    DeviceCalibration* dc = calibration.find_device(name);
+    if (dc == nullptr) throw InputError("in-situ calibration: the calibration has no device " + name);
     for (const auto& [sig, times] : samples_[d]) {
-      it->kernel_times_s[sig] = median(times);
+      dc->kernel_times_s[sig] = median(times);
       ++replaced;
     }
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "placelab/graph/kernel.h"
@@ -107,6 +108,9 @@ struct Calibration {
   std::vector<CopyCalibration> copies;
 
   const DeviceCalibration* find_device(std::string_view name) const;
+  DeviceCalibration* find_device(std::string_view name) {
+    return const_cast<DeviceCalibration*>(std::as_const(*this).find_device(name));
+  }
   const CopyCalibration* find_copy(std::string_view src, std::string_view dst) const;
   // Recomputes every device's class fits from its kernel_times_s (classes with at least one
   // sample; noop is never fitted).

@@ -176,10 +176,9 @@ class InSituSampler {
   using Samples = std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>;
   void record(std::size_t device, const ExecutionResult& r);
   const OpGraph& graph_;
+  const Machine& machine_;
   const CpuExecutor& executor_;
   InSituOptions options_;
-  std::size_t devices_ = 0;
-  std::vector<std::string> device_names_;  // the machine's, by DeviceId
   int rounds_ = 0;
   std::vector<Samples> samples_;     // per device: one value per (op, round)
   std::vector<double> step_sum_s_;   // per device: sum over rounds of the measured step
