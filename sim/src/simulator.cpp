@@ -332,7 +332,8 @@ class Evaluation {
     }
     if constexpr (kRecord)
       for (uint32_t d = 0; d < nd_; ++d)
-        r_.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r_.devices[d].persistent_bytes});
+        r_.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r_.devices[d].persistent_bytes,
+                                      r_.devices[d].persistent_bytes, MemorySample::kPersistent});
 
     for (uint32_t i = 0; i < 2 * num_leaves_; ++i) tree_[i].order = kNoEvent;
     num_transfers_ = 0;
@@ -432,30 +433,35 @@ class Evaluation {
 
   // Memory accounting. Without a timeline, a zero-byte buffer needs no test: adding 0 changes
   // neither the total nor the peak. With one, empty buffers are not sampled (docs/simulator.md).
-  void allocate(DeviceId d, int64_t bytes, double now) {
+  // `buffer` names the buffer in the timeline (MemorySample::buffer); unused without one.
+  void allocate(DeviceId d, int64_t bytes, double now, uint32_t buffer) {
     if constexpr (kRecord)
       if (bytes == 0) return;
     DeviceState& ds = devs_[d];
     const int64_t in_use = (ds.transient_bytes += bytes);
     ds.peak_transient_bytes = std::max(ds.peak_transient_bytes, in_use);
-    if constexpr (kRecord) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
+    if constexpr (kRecord)
+      r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use, bytes, buffer});
+    (void)buffer;
   }
 
-  void release(DeviceId d, int64_t bytes, double now) {
+  void release(DeviceId d, int64_t bytes, double now, uint32_t buffer) {
     if constexpr (kRecord)
       if (bytes == 0) return;
     const int64_t in_use = (devs_[d].transient_bytes -= bytes);
-    if constexpr (kRecord) r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use});
+    if constexpr (kRecord)
+      r_.memory_timeline.push_back({now, d, r_.devices[d].persistent_bytes + in_use, -bytes, buffer});
     (void)in_use;
     (void)now;
+    (void)buffer;
   }
 
   // Releases `bytes` on `d` when `last` (a reference count just reached zero). Without a
   // timeline this is a subtraction of 0 or `bytes`, not a branch: whether a count reaches zero
   // is data-dependent and would often be mispredicted.
-  void release_if(bool last, DeviceId d, int64_t bytes, double now) {
+  void release_if(bool last, DeviceId d, int64_t bytes, double now, uint32_t buffer) {
     if constexpr (kRecord) {
-      if (last) release(d, bytes, now);
+      if (last) release(d, bytes, now, buffer);
     } else {
       devs_[d].transient_bytes -= bytes & -static_cast<int64_t>(last);
       (void)now;
@@ -521,7 +527,7 @@ class Evaluation {
       OpState& started = ops_[op];
       started.slot = static_cast<uint16_t>(s - first);
       const double duration = started.duration_s;
-      allocate(d, started.output_bytes, now);
+      allocate(d, started.output_bytes, now, op);
       DeviceStats& stats = r_.devices[d];
       stats.busy_s += duration;
       ++stats.num_ops;
@@ -588,7 +594,7 @@ class Evaluation {
     }
     refs += static_cast<int32_t>(num_dest);
     self.output_refs = refs;
-    release_if(refs == 0, d, info.output_bytes, now);
+    release_if(refs == 0, d, info.output_bytes, now, op);
 
     // Inputs: this consumer no longer needs them: a local input holds the producer's output, a
     // remote one the received copy. Which one is placement-dependent, so the reference count
@@ -603,7 +609,8 @@ class Evaluation {
       const bool local = op_dev_[e.src] == d;
       int32_t* refs_left = select(local, &p.output_refs, &copy->copy_refs);
       const int64_t* bytes = select(local, &p.output_bytes, &copy->bytes);
-      release_if(--*refs_left == 0, d, *bytes, now);
+      const uint32_t buffer = kRecord ? (local ? e.src : g_.num_ops + w_.in_transfer[k]) : 0;
+      release_if(--*refs_left == 0, d, *bytes, now, buffer);
     }
   }
 
@@ -639,7 +646,7 @@ class Evaluation {
         links_[*h].busy_s += duration;
       }
       t.end_s = now;
-      allocate(dst, bytes, now);
+      allocate(dst, bytes, now, g_.num_ops + x);
       if (ds.copy_head == kNoTransfer) {
         ds.copy_head = x;
       } else {
@@ -660,7 +667,7 @@ class Evaluation {
     }
     t.end_s = end;
     t.queue = pair.queue;
-    allocate(dst, bytes, now);
+    allocate(dst, bytes, now, g_.num_ops + x);
     QueueState& q = w_.queues[pair.queue];
     if (q.head == kNoTransfer) {
       q.head = x;
@@ -714,7 +721,7 @@ class Evaluation {
     for (const uint32_t* end = consumer + t.copy_refs; consumer != end; ++consumer)
       if (--ops_[*consumer].pending == 0) make_ready(*consumer, now);
     OpState& p = ops_[t.producer];
-    release_if(--p.output_refs == 0, p.device, p.output_bytes, now);
+    release_if(--p.output_refs == 0, p.device, p.output_bytes, now, t.producer);
   }
 
   void finish_copy(uint32_t x, double now) {

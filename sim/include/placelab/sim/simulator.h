@@ -42,11 +42,17 @@ struct TimelineEvent {
   int64_t bytes = 0;        // kTransfer: bytes sent; kOp: the op's output_bytes
 };
 
-// The memory in use on one device right after an allocation or a free, for the timeline.
+// The memory in use on one device right after an allocation or a free, for the timeline. The
+// change and the buffer it concerns let an allocator be replayed over the step (sim/allocator.h).
 struct MemorySample {
+  // `buffer` of the first sample of each device (time 0): its persistent bytes, all at once.
+  static constexpr uint32_t kPersistent = UINT32_MAX;
   double time_s = 0;
   DeviceId device = 0;
-  int64_t bytes = 0;  // persistent + transient bytes in use on `device` from time_s on
+  int64_t bytes = 0;   // persistent + transient bytes in use on `device` from time_s on
+  int64_t change = 0;  // bytes allocated (> 0) or freed (< 0) by this sample
+  // An op's output buffer: the op's id; a received copy: num_ops + the transfer's issue index.
+  uint32_t buffer = kPersistent;
 };
 
 // What one device did during the step.
