@@ -13,6 +13,7 @@
 #include "placelab/graph/io.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
+#include "placelab/sim/allocator.h"
 #include "placelab/sim/simulator.h"
 #include "placelab/sim/trace.h"
 
@@ -26,9 +27,32 @@ struct SimulateArgs {
   std::string placement = "single_gpu";
   std::string trace;
   bool json = false;
+  bool fragmentation = false;
 };
 
-nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a) {
+// One GPU's BFC replay, for --fragmentation (CPU memory is not TensorFlow's BFC allocator).
+struct BfcRow {
+  DeviceId device;
+  BfcOutcome outcome;
+};
+
+std::vector<BfcRow> replay_gpus(const SimResult& r, const Machine& m, const OpGraph& graph) {
+  std::vector<BfcRow> rows;
+  for (std::size_t d = 0; d < m.devices.size(); ++d)
+    if (m.devices[d].kind == DeviceKind::kGpu && r.devices[d].num_ops > 0)
+      rows.push_back({static_cast<DeviceId>(d), replay_bfc(graph, r, static_cast<DeviceId>(d), m.devices[d].memory_bytes)});
+  return rows;
+}
+
+// What failed to allocate, in words.
+std::string failed_buffer_name(const BfcOutcome& o, const OpGraph& graph) {
+  if (o.failed_buffer == MemorySample::kPersistent) return "a variable or optimizer slot";
+  if (o.failed_buffer < graph.num_ops()) return "the output of " + graph.op(o.failed_buffer).name;
+  return "a tensor received from another device";
+}
+
+nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a,
+                           const std::vector<BfcRow>& bfc) {
   nlohmann::json j;
   j["graph"] = g.label;
   j["ops"] = g.graph.num_ops();
@@ -57,11 +81,29 @@ nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSour
       j["links"].push_back({{"name", m.link_direction_name(static_cast<LinkDirection>(l))},
                             {"bytes", r.links[l].bytes},
                             {"busy_s", r.links[l].busy_s}});
+  if (a.fragmentation) {
+    j["bfc"] = nlohmann::json::array();
+    for (const BfcRow& row : bfc) {
+      nlohmann::json b = {{"device", m.devices[row.device].name},
+                          {"peak_bytes", row.outcome.peak_bytes},
+                          {"liveness_peak_bytes", r.devices[row.device].peak_memory_bytes},
+                          {"capacity_bytes", m.devices[row.device].memory_bytes},
+                          {"fits", row.outcome.fits}};
+      if (!row.outcome.fits) {
+        b["failed_at_s"] = row.outcome.failed_at_s;
+        b["failed_request"] = failed_buffer_name(row.outcome, g.graph);
+        b["failed_request_bytes"] = row.outcome.failed_request_bytes;
+        b["free_bytes"] = row.outcome.free_bytes;
+        b["largest_free_chunk_bytes"] = row.outcome.largest_free_chunk;
+      }
+      j["bfc"].push_back(std::move(b));
+    }
+  }
   return j;
 }
 
 void print_report(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a,
-                  const std::string& cost_description) {
+                  const std::string& cost_description, const std::vector<BfcRow>& bfc) {
   fmt::print("graph      {}: {} ops, {} edges, {}, {} persistent\n", g.label, g.graph.num_ops(), g.graph.num_edges(),
              format_flops(g.graph.total_flops()), format_bytes(g.graph.total_persistent_bytes()));
   fmt::print("machine    {}: {} devices, {} links\n", m.name, m.num_devices(), m.links.size());
@@ -91,6 +133,22 @@ void print_report(const SimResult& r, const Machine& m, const GraphSource& g, co
   if (r.oom)
     fmt::print("\nOOM: {} needs {} more than its {}\n", m.devices[r.oom_device].name, format_bytes(r.oom_excess_bytes),
                format_bytes(m.devices[r.oom_device].memory_bytes));
+  if (!a.fragmentation) return;
+  fmt::print("\nTensorFlow's BFC allocator replayed (one region of the capacity; docs/simulator.md):\n");
+  fmt::print("{:<10} {:>13} {:>13} / {:<11}\n", "device", "live peak", "chunk peak", "capacity");
+  for (const BfcRow& row : bfc) {
+    const BfcOutcome& o = row.outcome;
+    const int64_t capacity = m.devices[row.device].memory_bytes;
+    fmt::print("{:<10} {:>13} {:>13} / {:<11}  {}\n", m.devices[row.device].name,
+               format_bytes(r.devices[row.device].peak_memory_bytes), o.fits ? format_bytes(o.peak_bytes) : "-",
+               format_bytes(capacity),
+               o.fits ? fmt::format("fits, {} to spare", format_bytes(capacity - o.peak_bytes))
+                      : fmt::format("OOM at {}: a request of {} for {}, {} free, largest free chunk {}",
+                                    format_seconds(o.failed_at_s), format_bytes(o.failed_request_bytes),
+                                    failed_buffer_name(o, g.graph), format_bytes(o.free_bytes),
+                                    format_bytes(o.largest_free_chunk)));
+  }
+  if (bfc.empty()) fmt::print("(no GPU ran an op)\n");
 }
 
 void run_simulate(const SimulateArgs& a) {
@@ -100,17 +158,18 @@ void run_simulate(const SimulateArgs& a) {
   Placement placement = resolve_placement(a.placement, g, *ms);
   Simulator sim(g.graph, *ms->cost);
   SimOptions opts;
-  opts.record_timeline = !a.trace.empty();
+  opts.record_timeline = !a.trace.empty() || a.fragmentation;
   SimResult r = sim.simulate(placement, opts);
+  const std::vector<BfcRow> bfc = a.fragmentation ? replay_gpus(r, machine, g.graph) : std::vector<BfcRow>{};
   if (!a.trace.empty()) {
     std::ostringstream trace;
     write_chrome_trace(r, g.graph, machine, trace);
     write_file_atomically(a.trace, trace.str());
   }
   if (a.json)
-    std::cout << result_json(r, machine, g, a).dump(2) << "\n";
+    std::cout << result_json(r, machine, g, a, bfc).dump(2) << "\n";
   else
-    print_report(r, machine, g, a, ms->cost->describe());
+    print_report(r, machine, g, a, ms->cost->describe(), bfc);
   if (!a.trace.empty() && !a.json) fmt::print("\ntrace written to {} (open it in https://ui.perfetto.dev)\n", a.trace);
 }
 
@@ -126,11 +185,15 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--placement,-p", args->placement, std::string(kPlacementRulesHelp))->capture_default_str();
   cmd->add_option("--trace", args->trace, "Write the step's Chrome trace JSON here (open in Perfetto)");
   cmd->add_flag("--json", args->json, "Print the result as JSON instead of a table");
+  cmd->add_flag("--fragmentation", args->fragmentation,
+                "Also replay each GPU's allocations through TensorFlow's BFC allocator: the chunk peak, and "
+                "OOM from fragmentation (docs/simulator.md)");
   cmd->footer(
       "Examples:\n"
       "  placelab simulate --graph scenarios/graphs/quickstart.json --machine k80x4 --placement single_gpu\n"
       "  placelab simulate -g g.json -m dgx1 -p random:3 --trace step.json\n"
       "  placelab simulate --model nmt:layers=4,batch=64 --machine k80x4 --placement expert\n"
+      "  placelab simulate --model nmt:layers=2,batch=64 --machine k80x2 --fragmentation\n"
       "  placelab simulate -g g.json -m my-machine.yaml -p placement.json --json");
   cmd->callback([args] { run_simulate(*args); });
 }
