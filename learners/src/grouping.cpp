@@ -115,6 +115,28 @@ Grouping group_by_colocation(const OpGraph& graph) {
 
 namespace {
 
+// The one group other than `r` that the data edges of `r`'s members lead to (`consumers`) or come
+// from (producers), or `r` itself when there is none or several. Only data edges count: a control
+// edge moves no tensor, so colocating gains nothing.
+uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, const std::vector<OpId>& members, uint32_t r,
+                        bool consumers) {
+  uint32_t found = r;
+  bool several = false;
+  auto visit = [&](OpId other, const Tensor& t) {
+    if (t.control || several) return;
+    const uint32_t g = uf.find(other);
+    if (g == r) return;
+    if (found == r) found = g;
+    else if (found != g) several = true;
+  };
+  for (OpId op : members) {
+    if (consumers) graph.for_each_out_edge(op, visit);
+    else graph.for_each_in_edge(op, visit);
+    if (several) return r;
+  }
+  return found;
+}
+
 // Mirhoseini et al.'s merge, from the groups `uf` holds: merge a group into its only consumer group
 // and repeat until no group has exactly one consumer group. With `anchored` (indexed by op, true for
 // an op of a fixed unit), only groups without an anchored op move; a group that absorbs one is
@@ -126,24 +148,6 @@ void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<boo
   if (!anchored.empty())
     for (OpId op = 0; op < n; ++op)
       if (anchored[op]) anchored[uf.find(op)] = true;  // by representative from here on
-
-  // The unique consumer group of group `r` (a representative), or r itself when it has none or
-  // several. Only data edges count: a control edge moves no tensor, so colocating gains nothing.
-  auto sole_consumer = [&](uint32_t r) -> uint32_t {
-    uint32_t consumer = r;
-    for (OpId op : members[r]) {
-      bool several = false;
-      graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
-        if (t.control || several) return;
-        const uint32_t c = uf.find(dst);
-        if (c == r) return;
-        if (consumer == r) consumer = c;
-        else if (consumer != c) several = true;
-      });
-      if (several) return r;
-    }
-    return consumer;
-  };
 
   // Worklist in descending representative order: consumers tend to have larger ids than their
   // producers, so chains collapse from the end in one sweep; merges re-queue the producers whose
@@ -161,7 +165,7 @@ void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<boo
     work.pop_back();
     queued[r] = false;
     if (uf.find(r) != r || (!anchored.empty() && anchored[r])) continue;
-    const uint32_t h = sole_consumer(r);
+    const uint32_t h = sole_neighbour(graph, uf, members[r], r, /*consumers=*/true);
     if (h == r) continue;
     std::vector<uint32_t> producers;
     for (OpId op : members[r])
@@ -184,6 +188,35 @@ void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<boo
     if (!queued[keep]) {
       queued[keep] = true;
       work.push_back(keep);
+    }
+  }
+}
+
+// Merges every group without an anchored op whose data inputs all come from one other group into
+// that group, until none is left. The case it is for: TensorFlow sums the gradients a tensor gets
+// from several consumers in an AddN named in the bare "gradients/" scope ("gradients/AddN_7": a
+// weight's sum of its per-step gradients), which names no unit, and colocates it with the tensor's
+// producer under colocate_gradients_with_ops (as tensorflow/nmt and the papers' setups run). Its
+// consumers (the global-norm clipping) are elsewhere, so the single-consumer merge leaves it alone.
+void merge_sole_producers(const OpGraph& graph, UnionFind& uf, const std::vector<bool>& anchored_ops) {
+  const std::size_t n = graph.num_ops();
+  std::vector<bool> anchored(n, false);
+  for (OpId op = 0; op < n; ++op)
+    if (anchored_ops[op]) anchored[uf.find(op)] = true;
+  std::vector<std::vector<OpId>> members(n);
+  for (OpId op = 0; op < n; ++op) members[uf.find(op)].push_back(op);
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (uint32_t r = 0; r < n; ++r) {
+      if (uf.find(r) != r || anchored[r] || members[r].empty()) continue;
+      const uint32_t producer = sole_neighbour(graph, uf, members[r], r, /*consumers=*/false);
+      if (producer == r) continue;
+      const uint32_t keep = uf.unite(r, producer);
+      const uint32_t gone = keep == r ? producer : r;
+      anchored[keep] = anchored[r] || anchored[producer];
+      members[keep].insert(members[keep].end(), members[gone].begin(), members[gone].end());
+      members[gone].clear();
+      merged = true;
     }
   }
 }
@@ -244,7 +277,8 @@ Grouping group_by_model_units(const OpGraph& graph, bool time_steps) {
   unite_colocation(graph, uf);
   std::vector<bool> anchored(graph.num_ops());
   for (OpId op = 0; op < graph.num_ops(); ++op) anchored[op] = !keys[op].empty();
-  merge_single_consumers(graph, uf, std::move(anchored));
+  merge_single_consumers(graph, uf, anchored);
+  merge_sole_producers(graph, uf, anchored);
   return Grouping(uf.labels());
 }
 

@@ -187,6 +187,42 @@ TEST(Grouping, ModelUnitsByHand) {
   EXPECT_EQ(make_grouping(g, "model_units").num_groups(), 8u);
 }
 
+TEST(Grouping, AWeightsSummedGradientJoinsItsLayer) {
+  // TensorFlow sums a weight's per-step gradients in "gradients/AddN_7", a name of no unit, and
+  // sends the sum to the global-norm clipping: its only producer unit is the layer, so it joins
+  // the layer (as colocate_gradients_with_ops puts it). "gradients/AddN_8" sums gradients of two
+  // layers and stays alone. With time-step units its inputs come from two units: alone too.
+  OpGraph g;
+  const OpId s0 = add(g, "encoder/cell_0/t0/MatMul"), s1 = add(g, "encoder/cell_0/t1/MatMul"),
+             g0 = add(g, "gradients/encoder/cell_0/t0/MatMul_grad/MatMul_1"),
+             g1 = add(g, "gradients/encoder/cell_0/t1/MatMul_grad/MatMul_1"),
+             d0 = add(g, "gradients/decoder/cell_0/t0/MatMul_grad/MatMul_1"), sum = add(g, "gradients/AddN_7"),
+             mixed = add(g, "gradients/AddN_8"), norm = add(g, "global_norm/L2Loss"),
+             clip = add(g, "clip_by_global_norm/mul"), kernel = add(g, "encoder/cell_0/kernel", "encoder/cell_0/kernel"),
+             upd = add(g, "Adam/update_encoder/cell_0/kernel/ApplyAdam", "encoder/cell_0/kernel");
+  g.add_edge(s0, g0, {.bytes = 4});
+  g.add_edge(s1, g1, {.bytes = 4});
+  g.add_edge(g0, sum, {.bytes = 4});
+  g.add_edge(g1, sum, {.bytes = 4});
+  g.add_edge(sum, norm, {.bytes = 4});
+  g.add_edge(sum, clip, {.bytes = 4});
+  g.add_edge(clip, upd, {.bytes = 4});
+  g.add_edge(kernel, upd, {.bytes = 4});
+  g.add_edge(g0, mixed, {.bytes = 4});
+  g.add_edge(d0, mixed, {.bytes = 4});
+  g.add_edge(mixed, norm, {.bytes = 4});
+  g.add_edge(mixed, clip, {.bytes = 4});
+  const Grouping scopes = group_by_model_units(g, false);
+  EXPECT_EQ(scopes.group_of(sum), scopes.group_of(s0));
+  EXPECT_EQ(scopes.group_of(sum), scopes.group_of(kernel));
+  EXPECT_NE(scopes.group_of(mixed), scopes.group_of(s0));
+  EXPECT_NE(scopes.group_of(mixed), scopes.group_of(d0));
+  EXPECT_NE(scopes.group_of(sum), scopes.group_of(norm));
+  const Grouping steps = group_by_model_units(g);
+  EXPECT_NE(steps.group_of(sum), steps.group_of(s0));
+  EXPECT_NE(steps.group_of(sum), steps.group_of(s1));
+}
+
 TEST(Grouping, ModelUnitsAreOfTheOrderOfMirhoseinisGroupCounts) {
   // Mirhoseini et al. 2017, Table 1: RNNLM 188 groups, NMT 280, Inception-V3 83, from their hand
   // rules. Their RNNLM/NMT sizes are not in the text, so the RNN counts are of the same order only.

@@ -69,7 +69,9 @@ Grouping group_by_layer(const OpGraph& graph);
 // each Inception branch (the first two scope components, "Mixed_5b/branch5x5_1"; other models get
 // the same two-level scopes). Gradient ops join their forward op's unit (the "gradients/" scope
 // is dropped); ops with a colocation key follow the key alone. Then Mirhoseini's single-consumer
-// merge runs on the result, as the paper's grouper did after the manual groups.
+// merge runs on the result, as the paper's grouper did after the manual groups, and a group of no
+// unit whose inputs all come from one group joins it: TensorFlow's sum of a weight's per-step
+// gradients ("gradients/AddN_7"), which colocate_gradients_with_ops puts with the weight.
 Grouping group_by_model_units(const OpGraph& graph, bool time_steps = true);
 
 struct MetisGroupingOptions {
