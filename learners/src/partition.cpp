@@ -1,7 +1,11 @@
 #include "partition.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include <metis.h>
@@ -26,6 +30,41 @@ std::vector<int32_t> scale_weights(const std::vector<double>& weights, double ma
   return out;
 }
 
+namespace {
+
+// Points file descriptor 1 at /dev/null for its lifetime. libmetis prints some notices with printf
+// ("***Cannot bisect a graph with 0 vertices!", when its initial bisection leaves a part empty)
+// and has no option to stop it; on standard output they would land in the middle of the CLI's
+// tables and JSON. Not for threads writing to standard output meanwhile: the CLI partitions before
+// it starts any. If the redirection cannot be made, output is left as it was.
+class SilencedStdout {
+ public:
+  SilencedStdout() {
+    std::fflush(stdout);
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0) return;
+    saved_ = ::dup(STDOUT_FILENO);
+    if (saved_ >= 0 && ::dup2(null, STDOUT_FILENO) < 0) {
+      ::close(saved_);
+      saved_ = -1;
+    }
+    ::close(null);
+  }
+  ~SilencedStdout() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);  // what libmetis left in stdio's buffer goes to /dev/null too
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  SilencedStdout(const SilencedStdout&) = delete;
+  SilencedStdout& operator=(const SilencedStdout&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+}  // namespace
+
 std::vector<int32_t> metis_partition(const WeightedGraph& g, int parts, int seed, double imbalance) {
   const std::size_t n = g.num_vertices();
   std::vector<int32_t> part(n, 0);
@@ -48,10 +87,15 @@ std::vector<int32_t> metis_partition(const WeightedGraph& g, int parts, int seed
   options[METIS_OPTION_NUMBERING] = 0;
   options[METIS_OPTION_UFACTOR] = static_cast<idx_t>(std::llround((imbalance - 1.0) * 1000.0));
   std::vector<idx_t> out(n, 0);
-  // An edgeless graph makes METIS's k-way coarsening degenerate; it still returns METIS_OK.
-  const int status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.empty() ? nullptr : adjncy.data(),
-                                         vwgt.data(), nullptr, adjwgt.empty() ? nullptr : adjwgt.data(),
-                                         &nparts, nullptr, nullptr, options, &objval, out.data());
+  // An edgeless graph makes METIS's k-way coarsening degenerate; it still returns METIS_OK. So
+  // does a graph whose initial partitioning leaves parts empty: fewer parts come back than asked.
+  int status = 0;
+  {
+    SilencedStdout quiet;
+    status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.empty() ? nullptr : adjncy.data(), vwgt.data(),
+                                 nullptr, adjwgt.empty() ? nullptr : adjwgt.data(), &nparts, nullptr, nullptr, options,
+                                 &objval, out.data());
+  }
   if (status != METIS_OK)
     throw Error("METIS_PartGraphKway failed with status " + std::to_string(status) + " on " +
                 std::to_string(n) + " vertices into " + std::to_string(parts) + " parts");
