@@ -1,5 +1,6 @@
 // report.md and the plots of a run folder, rendered from summary.json (so `placelab report` can
 // redo them without re-running anything).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -76,8 +77,22 @@ void render_report(const fs::path& dir, bool quiet) {
   md << ") |\n";
   md << "| machine | " << s["machine"].get<std::string>() << " (cost model: " << s["cost_model"].get<std::string>()
      << ") |\n";
-  md << "| grouping | " << s["grouping"].get<std::string>() << "; learners place on " << s["devices"].get<std::string>()
-     << " devices |\n";
+  // The groups the learners placed, from their runs: a METIS grouping can come back with fewer
+  // groups than the scenario asked for, and differs between seeds.
+  int64_t fewest_groups = 0, most_groups = 0;
+  for (const json& r : s["results"])
+    for (const json& run : r.value("runs", json::array()))
+      if (run.contains("groups")) {
+        const int64_t n = run["groups"].get<int64_t>();
+        fewest_groups = fewest_groups == 0 ? n : std::min(fewest_groups, n);
+        most_groups = std::max(most_groups, n);
+      }
+  md << "| grouping | " << s["grouping"].get<std::string>();
+  if (most_groups > 0)
+    md << ", " << (fewest_groups == most_groups ? std::to_string(most_groups)
+                                                : std::to_string(fewest_groups) + "–" + std::to_string(most_groups))
+       << " groups";
+  md << "; learners place on " << s["devices"].get<std::string>() << " devices |\n";
   md << "| budget | " << s["samples"] << " samples per learner and seed, batches of " << s["batch"] << ", seeds "
      << s["seeds"].dump() << " |\n\n";
 

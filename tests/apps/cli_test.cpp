@@ -212,6 +212,10 @@ TEST_F(Cli, RunWritesEveryOutputAndIsDeterministic) {
     }
     EXPECT_GT(res["mean_s"].get<double>(), 0) << res["name"];
   }
+  // The report names the groups the learners placed (the same for every seed with colocation).
+  const int64_t groups = j["results"].back()["runs"][0]["groups"].get<int64_t>();
+  EXPECT_NE(slurp(dir_ / "out" / "report.md").find("| grouping | colocation, " + std::to_string(groups) + " groups;"),
+            std::string::npos);
   // The curve has one row per sample per learner and seed, plus the header.
   std::string curve = slurp(dir_ / "out" / "curve.csv");
   EXPECT_EQ(std::count(curve.begin(), curve.end(), '\n'), 1 + 2 * 2 * 48);
