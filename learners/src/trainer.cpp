@@ -207,6 +207,9 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
       progress.batch_oom = static_cast<int64_t>(ms.size()) - ran;
       observer->on_batch(progress);
       if (!done && observer->stop_requested()) {
+        // A requested stop (Ctrl-C) saves where it is, so a resumed run continues from this sample;
+        // a killed process leaves only the last periodic checkpoint.
+        if (options.checkpoint_every > 0 && !crossed(before, s.samples, options.checkpoint_every)) checkpoint();
         s.status = TrainSummary::Status::kStopped;
         s.message = "stopped by the observer after " + std::to_string(s.samples) + " of " +
                     std::to_string(options.sample_budget) + " samples";

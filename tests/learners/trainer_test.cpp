@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -26,18 +27,25 @@ std::filesystem::path temp_path(const std::string& name) {
   return p;
 }
 
-// Stops the run after `stop_at` samples, as a kill would (the last checkpoint is what survives).
+// Stops the run after `stop_at` samples, as Ctrl-C does. With `killed_copy`, it also keeps a copy of
+// the last periodic checkpoint before the stop: what a killed process would leave behind.
 class StopAfter : public TrainerObserver {
  public:
-  explicit StopAfter(int64_t stop_at) : stop_at_(stop_at) {}
+  explicit StopAfter(int64_t stop_at, std::filesystem::path killed_copy = {})
+      : stop_at_(stop_at), killed_copy_(std::move(killed_copy)) {}
   void on_batch(const TrainerProgress& p) override { samples_ = p.samples; ++batches; }
-  void on_checkpoint(int64_t, const std::filesystem::path&) override { ++checkpoints; }
+  void on_checkpoint(int64_t samples, const std::filesystem::path& path) override {
+    ++checkpoints;
+    if (!killed_copy_.empty() && samples < stop_at_)
+      std::filesystem::copy_file(path, killed_copy_, std::filesystem::copy_options::overwrite_existing);
+  }
   void on_verify(const VerifyRecord&) override { ++verifies; }
   bool stop_requested() override { return samples_ >= stop_at_; }
   int batches = 0, checkpoints = 0, verifies = 0;
 
  private:
   int64_t stop_at_;
+  std::filesystem::path killed_copy_;
   int64_t samples_ = 0;
 };
 
@@ -84,23 +92,32 @@ TEST(Trainer, ResumedRunEndsExactlyLikeAnUninterruptedOne) {
     EXPECT_EQ(full.verifications.size(), 6u);
     EXPECT_EQ(full.verifications[0].in_situ_predicted_s, 1.5 * full.verifications[0].measured_s);
 
-    // Interrupted after 300 samples (last checkpoint at 240), then resumed by a fresh process.
+    // Stopped after 300 samples (periodic checkpoints at 120 and 240, and one at the stop), then
+    // resumed by a fresh process: from 300, or, as if the process had been killed, from 240.
     o.checkpoint_path = temp_path(which + "_cut.json");
+    const std::filesystem::path killed = temp_path(which + "_killed.json");
     o.resume = true;
     AdditiveEnv env_b(costs), verify_b(costs);
     verify_b.predicted_scale = 1.5;
     auto b1 = make();
-    StopAfter stop(300);
+    StopAfter stop(300, killed);
     const TrainSummary cut = train(*b1, grouping, env_b, o, &verify_b, &stop);
     EXPECT_EQ(cut.status, TrainSummary::Status::kStopped);
     EXPECT_EQ(cut.samples, 300);
-    EXPECT_EQ(stop.checkpoints, 2);
+    EXPECT_EQ(stop.checkpoints, 3);
     EXPECT_EQ(stop.verifies, 3);
     auto b2 = make();
     const TrainSummary resumed = train(*b2, grouping, env_b, o, &verify_b);
-    EXPECT_EQ(resumed.resumed_from, 240);
+    EXPECT_EQ(resumed.resumed_from, 300);
     EXPECT_EQ(resumed.status, TrainSummary::Status::kFinished);
     expect_same_result(full, resumed);
+
+    o.checkpoint_path = killed;
+    auto b3 = make();
+    const TrainSummary after_kill = train(*b3, grouping, env_b, o, &verify_b);
+    EXPECT_EQ(after_kill.resumed_from, 240);
+    EXPECT_EQ(after_kill.status, TrainSummary::Status::kFinished);
+    expect_same_result(full, after_kill);
     o.resume = false;
   }
 }

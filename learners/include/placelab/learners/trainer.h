@@ -71,7 +71,8 @@ class TrainerObserver {
   virtual void on_batch(const TrainerProgress& /*progress*/) {}
   virtual void on_verify(const VerifyRecord& /*record*/) {}
   virtual void on_checkpoint(int64_t /*samples*/, const std::filesystem::path& /*path*/) {}
-  // Polled after each batch (after any checkpoint); true stops the run there with status kStopped.
+  // Polled after each batch (after any checkpoint); true stops the run there with status kStopped,
+  // after a checkpoint of that point when checkpointing is on.
   virtual bool stop_requested() { return false; }
 };
 
