@@ -70,7 +70,7 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
   std::vector<uint64_t> want;
   if (seeds)
     for (int i = 1; i <= *seeds; ++i) want.push_back(static_cast<uint64_t>(i));
-  std::size_t next = 0, running = 0, failed = 0;
+  std::size_t next = 0, running = 0, failed = 0, stopped_runs = 0;
   std::map<pid_t, std::size_t> children;
   while (next < scenarios.size() || running > 0) {
     while (running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
@@ -100,9 +100,12 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
     auto it = children.find(pid);
     if (it == children.end()) continue;
     --running;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    failed += !ok;
-    fmt::print("{:<40} {}\n", scenarios[it->second].name, ok ? "finished" : "FAILED (see its log)");
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool stopped = WIFEXITED(status) && WEXITSTATUS(status) == kStoppedExitStatus;
+    failed += !ok && !stopped;
+    stopped_runs += stopped;
+    fmt::print("{:<40} {}\n", scenarios[it->second].name,
+               ok ? "finished" : stopped ? "stopped (re-run the sweep to resume it)" : "FAILED (see its log)");
     std::fflush(stdout);
     children.erase(it);
   }
@@ -145,6 +148,7 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
   std::cout << "\n" << md.str() << "\nwritten: " << (dir / "summary.md").string() << ", " << (dir / "summary.csv").string()
             << "\n";
   if (failed) throw Error(std::to_string(failed) + " scenario run(s) failed; their logs are in " + (dir / "logs").string());
+  if (stopped_runs) throw Stopped{};
 }
 
 }  // namespace
@@ -179,8 +183,10 @@ void add_run_commands(CLI::App& app) {
     o.output = ra->output;
     o.progress = !ra->quiet;
     o.stop_after_samples = ra->stop_after;
-    fs::path out = run_scenario(s, o);
-    if (!fs::exists(out / "summary.json") || ra->stop_after > 0) return;
+    const RunOutcome outcome = run_scenario(s, o);
+    if (outcome.stopped) throw Stopped{};
+    const fs::path& out = outcome.folder;
+    if (ra->stop_after > 0) return;
     if (!ra->quiet) {
       std::cout << "\n";
       print_file(out / "report.md");

@@ -6,6 +6,12 @@
 
 namespace placelab::cli {
 
+// Thrown by `run` when Ctrl-C (SIGINT or SIGTERM) stopped it: the checkpoints are written, there is
+// no summary, and main() exits with kStoppedExitStatus (128 + SIGINT, as a shell reports it), so
+// scripts and `sweep` can tell a stopped run from a finished one.
+struct Stopped {};
+inline constexpr int kStoppedExitStatus = 130;
+
 void add_machines_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_models_commands(CLI::App& app);   // models, export, inspect

@@ -1,5 +1,6 @@
 // The `placelab` command line. Exit status: 0 success, 2 bad input (a file, field or value; the
-// message names it), 1 an internal error (a bug: please report it with the message).
+// message names it), 1 an internal error (a bug: please report it with the message), 130 a run
+// stopped by Ctrl-C (resume it with --resume).
 #include <exception>
 #include <iostream>
 
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const placelab::cli::Stopped&) {
+    return placelab::cli::kStoppedExitStatus;
   } catch (const placelab::InputError& e) {
     std::cerr << "placelab: error: " << e.what() << "\n";
     return 2;

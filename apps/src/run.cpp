@@ -94,7 +94,7 @@ std::optional<Stats> stats_of(const std::vector<double>& xs) {
 
 }  // namespace
 
-fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
+RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   std::vector<uint64_t> seeds = s.seeds;
   if (opt.seeds) {
     if (*opt.seeds < 1) throw InputError("--seeds " + std::to_string(*opt.seeds) + ": must be >= 1");
@@ -106,6 +106,7 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
   if (!opt.resume) {
     // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
     for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());
+    fs::remove(out / "summary.json");
   }
 
   std::signal(SIGINT, on_interrupt);
@@ -209,6 +210,8 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
         ProgressObserver obs(bar, opt.stop_after_samples);
         TrainSummary t = train(*learner, grouping, env, to, verify_env.get(), &obs);
         bar.finish(t.samples, t.best_step_time_s);
+        if (t.resumed_from > 0 && opt.progress)
+          fmt::print(stderr, "{:<22} resumed from its checkpoint at sample {}\n", tag, t.resumed_from);
         r = {{"seed", seed},
              {"status", status_name(t.status)},
              {"message", t.message},
@@ -232,7 +235,7 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
         r["verifications"] = ver;
         if (t.status == TrainSummary::Status::kStopped) {
           fmt::print(stderr, "{}: stopped after {} samples; continue with --resume\n", tag, t.samples);
-          return out;  // interrupted: no summary; the checkpoint holds the state
+          return {out, true};  // interrupted: no summary; the checkpoint holds the state
         }
         write_file_atomically(run_file, r.dump());
         fs::remove(to.checkpoint_path);
@@ -326,7 +329,7 @@ fs::path run_scenario(const Scenario& s, const RunOptions& opt) {
   }
   write_file_atomically(out / "summary.json", summary.dump(2) + "\n");
   render_report(out, !opt.progress);
-  return out;
+  return {out, false};
 }
 
 }  // namespace placelab::cli

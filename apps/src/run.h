@@ -18,8 +18,15 @@ struct RunOptions {
   int64_t stop_after_samples = 0;      // testing aid: stop every learner after N samples (0 = never)
 };
 
-// Runs the scenario and writes its outputs. Returns the output folder.
-std::filesystem::path run_scenario(const Scenario& scenario, const RunOptions& options);
+struct RunOutcome {
+  std::filesystem::path folder;  // where the outputs are
+  bool stopped = false;          // Ctrl-C (or --stop-after-samples) stopped it: checkpoints, no summary
+};
+
+// Runs the scenario and writes its outputs, or stops at the next batch after SIGINT/SIGTERM with
+// its checkpoints written (a fresh run first removes the folder's old summary.json and per-run
+// files, so a stopped run never leaves an earlier run's summary looking current).
+RunOutcome run_scenario(const Scenario& scenario, const RunOptions& options);
 
 // (Re)renders report.md and the plots of a finished run folder from summary.json and curve.csv.
 void render_report(const std::filesystem::path& run_dir, bool quiet = false);

@@ -234,9 +234,10 @@ TEST_F(Cli, RunStoppedMidwayAndResumedEqualsUninterrupted) {
   std::string full = write("full.yaml", small_scenario(quickstart_, dir_ / "full"));
   std::string part = write("part.yaml", small_scenario(quickstart_, dir_ / "part"));
   ASSERT_EQ(placelab("run " + full + " --quiet").status, 0);
+  ASSERT_EQ(placelab("run " + part + " --quiet --seeds 1").status, 0);  // an earlier run's outputs in the folder
   CliResult stopped = placelab("run " + part + " --quiet --stop-after-samples 24");
-  ASSERT_EQ(stopped.status, 0) << stopped.out;
-  EXPECT_FALSE(fs::exists(dir_ / "part" / "summary.json"));
+  ASSERT_EQ(stopped.status, 130) << stopped.out;  // as a run stopped by Ctrl-C exits
+  EXPECT_FALSE(fs::exists(dir_ / "part" / "summary.json")) << "a stopped run left the earlier run's summary";
   CliResult resumed = placelab("run " + part + " --quiet --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.out;
   auto a = nlohmann::json::parse(slurp(dir_ / "full" / "summary.json"));
