@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -53,6 +55,20 @@ pid_t spawn_run(const std::string& scenario, const std::optional<int>& seeds, co
   return pid;
 }
 
+// Set by SIGINT/SIGTERM in a sweep: start no more scenarios, pass the signal on to the running
+// workers (which stop at their next batch with a checkpoint) and wait for them.
+volatile std::sig_atomic_t g_sweep_stop = 0;
+extern "C" void on_sweep_stop(int) { g_sweep_stop = 1; }
+
+// Without SA_RESTART, so that waitpid returns (EINTR) and the stop reaches the workers at once.
+void catch_stop_signals() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sweep_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 std::string cell(const json& res) {
   if (!res.contains("mean_s")) return res.value("oom", false) ? "OOM" : "n/a";
   std::string c = fmt::format("{:.4f}", res["mean_s"].get<double>());
@@ -72,8 +88,10 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
     for (int i = 1; i <= *seeds; ++i) want.push_back(static_cast<uint64_t>(i));
   std::size_t next = 0, running = 0, failed = 0, stopped_runs = 0;
   std::map<pid_t, std::size_t> children;
+  catch_stop_signals();
+  bool forwarded = false;
   while (next < scenarios.size() || running > 0) {
-    while (running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
+    while (!g_sweep_stop && running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
       const Scenario& s = scenarios[next];
       const fs::path summary = s.output / "summary.json";
       bool done = false;
@@ -95,7 +113,13 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
     }
     if (running == 0) break;
     int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (g_sweep_stop && !forwarded) {
+      // Ctrl-C in a terminal reaches the workers too; `kill` of the sweep alone does not.
+      for (const auto& child : children) kill(child.first, SIGINT);
+      forwarded = true;
+    }
+    if (pid < 0 && errno == EINTR) continue;
     if (pid < 0) break;
     auto it = children.find(pid);
     if (it == children.end()) continue;
@@ -148,7 +172,12 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
   std::cout << "\n" << md.str() << "\nwritten: " << (dir / "summary.md").string() << ", " << (dir / "summary.csv").string()
             << "\n";
   if (failed) throw Error(std::to_string(failed) + " scenario run(s) failed; their logs are in " + (dir / "logs").string());
-  if (stopped_runs) throw Stopped{};
+  if (g_sweep_stop || stopped_runs) {
+    std::fflush(stdout);  // the table first, then why it is partial
+    fmt::print(stderr, "sweep stopped: {} scenario(s) stopped, {} not started; the same command resumes it\n",
+               stopped_runs, scenarios.size() - next);
+    throw Stopped{};
+  }
 }
 
 }  // namespace
