@@ -10,8 +10,6 @@
 
 namespace placelab {
 
-double uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
 SoftmaxTablePolicy::SoftmaxTablePolicy(std::size_t num_groups, std::size_t num_devices)
     : num_groups_(num_groups), num_devices_(num_devices), logits_(num_groups * num_devices, 0.0) {
   PLACELAB_CHECK(num_groups >= 1) << "a policy needs at least one group";

@@ -11,20 +11,13 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "placelab/learners/random.h"
+
 namespace placelab {
-
-// The random engine of every learner: fixed algorithm, so a seed gives the same stream on every
-// platform; its state serialises exactly (operator<< / >>).
-using Rng = std::mt19937_64;
-
-// A uniform double in [0, 1) from 53 random bits; used instead of std::uniform_real_distribution,
-// whose algorithm differs between standard libraries.
-double uniform01(Rng& rng);
 
 // A device choice per group: index into the learner's device list (not a DeviceId).
 using Choice = std::vector<uint16_t>;
