@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "format.h"
 #include "inputs.h"
+#include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
 #include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/machine_io.h"
@@ -477,7 +478,7 @@ void add_calibrate_commands(CLI::App& app) {
   ver->add_option("--model", va->model, "Zoo model: name[:key=value,...]");
   ver->add_option("--machine,-m", va->machine, "A calibrated machine file (placelab calibrate)")->required();
   ver->add_option("--placement,-p", va->placements,
-                  std::string(kPlacementRulesHelp) + " (default single_cpu; repeat to compare several placements)")
+                  placement_rules_help() + " (default single_cpu; repeat to compare several placements)")
       ->take_all();
   ver->add_option("--steps", va->steps, "Steps to run per round; the first is warm-up and not counted")->capture_default_str();
   ver->add_option("--rounds", va->rounds,

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "format.h"
 #include "inputs.h"
+#include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/hwmodels/cost_model.h"
@@ -182,7 +183,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Zoo model instead of --graph: name[:key=value,...] (see `placelab models`)");
   cmd->add_option("--machine,-m", args->machine, "Machine preset (see `placelab machines`) or YAML file")
       ->capture_default_str();
-  cmd->add_option("--placement,-p", args->placement, std::string(kPlacementRulesHelp))->capture_default_str();
+  cmd->add_option("--placement,-p", args->placement, placement_rules_help())->capture_default_str();
   cmd->add_option("--trace", args->trace, "Write the step's Chrome trace JSON here (open in Perfetto)");
   cmd->add_flag("--json", args->json, "Print the result as JSON instead of a table");
   cmd->add_flag("--fragmentation", args->fragmentation,

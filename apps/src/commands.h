@@ -16,6 +16,7 @@ void add_machines_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_models_commands(CLI::App& app);   // models, export, inspect
 void add_run_commands(CLI::App& app);      // run, report, sweep
+void add_learners_command(CLI::App& app);  // the learner and baseline registry
 void add_calibrate_commands(CLI::App& app);  // calibrate, verify
 
 }  // namespace placelab::cli

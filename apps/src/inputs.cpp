@@ -1,6 +1,5 @@
 #include "inputs.h"
 
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +8,7 @@
 #include "placelab/graph/io.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/baselines.h"
+#include "placelab/learners/registry.h"
 #include "placelab/models/zoo.h"
 
 namespace placelab::cli {
@@ -41,14 +41,6 @@ bool is_calibrated_machine_file(const std::filesystem::path& path) {
   return false;
 }
 
-uint64_t parse_seed(std::string_view spec, std::string_view num) {
-  uint64_t seed = 0;
-  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), seed);
-  if (num.empty() || ec != std::errc{} || ptr != num.data() + num.size())
-    throw InputError("--placement " + std::string(spec) + ": the seed must be a non-negative integer");
-  return seed;
-}
-
 }  // namespace
 
 std::unique_ptr<MachineSource> load_machine_source(const std::string& name_or_path) {
@@ -70,24 +62,18 @@ Placement resolve_placement(std::string_view spec, const GraphSource& source, co
                             uint64_t seed) {
   const OpGraph& g = source.graph;
   const Machine& m = ms.machine;
-  if (spec == "single_gpu") return single_gpu_placement(g, m);
-  if (spec == "single_cpu") return single_cpu_placement(g, m);
-  if (spec == "round_robin") return round_robin_placement(g, m);
-  if (spec.starts_with("random:")) return random_placement(g, m, parse_seed(spec, spec.substr(7)));
-  if (spec == "random") return random_placement(g, m, seed);
-  if (spec == "metis") return metis_placement(g, m, {.seed = static_cast<int>(seed % 1000000)});
-  if (spec == "scotch") return scotch_placement(g, *ms.cost, {.include_cpu = true, .seed = static_cast<int>(seed % 1000000)});
-  if (spec == "mincut") return mincut_placement(g, *ms.cost, static_cast<int>(seed % 1000000));
-  if (spec == "heft") return heft_placement(g, *ms.cost);
-  if (spec == "expert") {
-    if (!source.expert)
-      throw InputError("--placement expert: only zoo models (--model) have an expert placement; " +
-                       source.label + " is a graph file");
-    std::vector<DeviceId> gpus = gpu_devices(m);
-    auto cpu = m.default_cpu();
-    if (gpus.empty() || !cpu)
-      throw InputError("--placement expert: machine '" + m.name + "' needs a CPU and at least one GPU");
-    return models::expert_placement(g, *source.expert, static_cast<int>(gpus.size()), {.cpu = *cpu, .gpus = gpus});
+  if (find_baseline(spec.substr(0, spec.find(':')))) {
+    BaselineContext context{g, m, *ms.cost, seed, {}};
+    if (source.expert)
+      context.expert = [&] {
+        std::vector<DeviceId> gpus = gpu_devices(m);
+        auto cpu = m.default_cpu();
+        if (gpus.empty() || !cpu)
+          throw InputError("--placement " + std::string(spec) + ": machine '" + m.name +
+                           "' needs a CPU and at least one GPU for the model's expert placement");
+        return models::expert_placement(g, *source.expert, static_cast<int>(gpus.size()), {.cpu = *cpu, .gpus = gpus});
+      };
+    return place_baseline(spec, context);
   }
   std::filesystem::path path(spec);
   if (std::filesystem::exists(path)) {
@@ -98,7 +84,7 @@ Placement resolve_placement(std::string_view spec, const GraphSource& source, co
     return p;
   }
   throw InputError("--placement " + std::string(spec) + ": not a rule or an existing file; expected " +
-                   std::string(kPlacementRulesHelp));
+                   placement_rules_help());
 }
 
 }  // namespace placelab::cli

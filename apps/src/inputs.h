@@ -39,13 +39,10 @@ struct MachineSource {
 };
 std::unique_ptr<MachineSource> load_machine_source(const std::string& name_or_path);
 
-// Resolves a placement rule (kPlacementRulesHelp) or a placement JSON file. `seed` feeds the
-// randomised rules (metis, scotch, mincut) so runs are reproducible.
+// Resolves a baseline rule of the registry ("name" or "name:argument", placement_rules_help() in
+// learners/registry.h) or else a placement JSON file. `seed` feeds the randomised baselines so runs
+// are reproducible; a zoo model's expert placement is passed to the registry from models/.
 Placement resolve_placement(std::string_view spec, const GraphSource& graph, const MachineSource& machine,
                             uint64_t seed = 1);
-
-inline constexpr std::string_view kPlacementRulesHelp =
-    "single_gpu | single_cpu | round_robin | random:<seed> | expert | metis | scotch | mincut | heft | "
-    "<placement.json>";
 
 }  // namespace placelab::cli

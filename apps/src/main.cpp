@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   placelab::cli::add_simulate_command(app);
   placelab::cli::add_models_commands(app);
   placelab::cli::add_run_commands(app);
+  placelab::cli::add_learners_command(app);
   placelab::cli::add_calibrate_commands(app);
   try {
     app.parse(argc, argv);

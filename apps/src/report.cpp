@@ -12,6 +12,7 @@
 #include "format.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "placelab/learners/registry.h"
 #include "run.h"
 
 namespace placelab::cli {
@@ -41,6 +42,19 @@ std::string note_cell(const json& res) {
       return fmt::format("OOM: {} over by {}", r["oom_device"].get<std::string>(),
                          format_bytes(r["oom_excess_bytes"].get<int64_t>()));
   }
+  return "";
+}
+
+// The name of the report's "vs policy gradient" reference ("" when there is none).
+std::string policy_gradient_reference(const json& results, const json& figures) {
+  for (const bool from_results : {true, false})
+    for (const LearnerEntry& e : learner_registry()) {
+      if (!e.policy_gradient) continue;
+      if (!from_results && figures.contains(e.name)) return e.name;
+      if (from_results)
+        for (const json& r : results)
+          if (r["name"] == e.name && r["kind"] == "learner") return e.name;
+    }
   return "";
 }
 
@@ -96,14 +110,17 @@ void render_report(const fs::path& dir, bool quiet) {
   md << "| budget | " << s["samples"] << " samples per learner and seed, batches of " << s["batch"] << ", seeds "
      << s["seeds"].dump() << " |\n\n";
 
-  // Policy gradient (REINFORCE) is the reference the papers measure reductions against.
-  std::optional<double> pg;
-  for (const json& r : s["results"])
-    if (r["name"] == "reinforce" && r.contains("mean_s")) pg = r["mean_s"].get<double>();
+  // Policy gradient is the reference the papers measure reductions against: the first learner, in
+  // registry order, marked as policy gradient that this run has results for (else that the paper
+  // has a figure for, so the paper's column still compares).
   const json paper = s.value("paper", json::object());
   const json figures = paper.value("figures", json::object());
+  const std::string reference = policy_gradient_reference(s["results"], figures);
+  std::optional<double> pg;
+  for (const json& r : s["results"])
+    if (r["name"] == reference && r["kind"] == "learner" && r.contains("mean_s")) pg = r["mean_s"].get<double>();
   std::optional<double> paper_pg;
-  if (figures.contains("reinforce") && figures["reinforce"].is_number()) paper_pg = figures["reinforce"].get<double>();
+  if (figures.contains(reference) && figures[reference].is_number()) paper_pg = figures[reference].get<double>();
 
   md << "## Step time (seconds per training step, simulated)\n\n";
   md << "| placement | kind | ours: mean ± std over seeds | best seed | vs policy gradient | paper | paper vs PG | note |\n";
@@ -112,13 +129,13 @@ void render_report(const fs::path& dir, bool quiet) {
     const std::string name = r["name"];
     std::string best = r.contains("best_s") ? fmt::format("{:.4f}", r["best_s"].get<double>()) : "";
     std::string red;
-    if (pg && r.contains("mean_s") && name != "reinforce")
+    if (pg && r.contains("mean_s") && name != reference)
       red = fmt::format("{:+.1f} %", 100 * (r["mean_s"].get<double>() - *pg) / *pg);
     std::string pap, pap_red;
     if (figures.contains(name)) {
       const json& f = figures[name];
       pap = f.is_string() ? f.get<std::string>() : fmt::format("{:.3f}", f.get<double>());
-      if (paper_pg && f.is_number() && name != "reinforce")
+      if (paper_pg && f.is_number() && name != reference)
         pap_red = fmt::format("{:+.1f} %", 100 * (f.get<double>() - *paper_pg) / *paper_pg);
     }
     md << "| " << name << " | " << r["kind"].get<std::string>() << " | " << seconds_cell(r) << " | " << best << " | "
@@ -126,6 +143,8 @@ void render_report(const fs::path& dir, bool quiet) {
   }
   if (!paper.empty() && !paper.value("source", "").empty())
     md << "\nPaper figures: " << paper["source"].get<std::string>() << ".\n";
+  if (!paper.value("notes", "").empty())
+    md << "\n### Where the simulation differs from the paper\n\n" << paper["notes"].get<std::string>() << "\n";
   if (s.contains("best"))
     md << "\nBest placement found: **" << s["best"]["name"].get<std::string>() << "** (seed " << s["best"]["seed"]
        << ") at " << fmt::format("{:.4f}", s["best"]["step_time_s"].get<double>())

@@ -16,6 +16,7 @@
 #include "placelab/graph/io.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "placelab/profiler/cpu_executor.h"
 #include "placelab/profiler/verify.h"
@@ -31,11 +32,6 @@ using nlohmann::json;
 namespace {
 
 Grouping make_scenario_grouping(const Scenario& s, const OpGraph& g, uint64_t seed) {
-  if (s.grouping == "none") {
-    std::vector<GroupId> ids(g.num_ops());
-    std::iota(ids.begin(), ids.end(), GroupId{0});
-    return Grouping(std::move(ids));
-  }
   MetisGroupingOptions metis;
   metis.num_groups = s.metis_groups;
   metis.seed = static_cast<int>(seed % 1000000);
@@ -189,7 +185,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   for (const LearnerSpec& ls : s.learners) {
     json runs = json::array();
     for (uint64_t seed : seeds) {
-      const std::string tag = fmt::format("{}-seed{}", ls.name, seed);
+      const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
       const fs::path run_file = out / "runs" / (tag + ".json");
       json r;
       if (opt.resume && fs::exists(run_file)) {
@@ -198,7 +194,12 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
       } else {
         Grouping grouping = make_scenario_grouping(s, g, seed);
         space.num_groups = grouping.num_groups();
-        std::unique_ptr<Learner> learner = make_learner(ls.options, space, seed);
+        std::unique_ptr<Learner> learner;
+        try {
+          learner = make_learner(ls.config, LearnerContext{space, seed, nullptr});
+        } catch (const InputError& e) {
+          throw InputError(s.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + ": " + e.what());
+        }
         TrainerOptions to;
         to.sample_budget = s.samples;
         to.batch_size = s.batch;
@@ -244,7 +245,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
       std::map<int64_t, const json*> verify_at;
       for (const json& v : r["verifications"]) {
         verify_at[v["sample"].get<int64_t>()] = &v;
-        verifications.push_back({{"algorithm", ls.name}, {"seed", seed}, {"sample", v["sample"]},
+        verifications.push_back({{"algorithm", ls.config.name}, {"seed", seed}, {"sample", v["sample"]},
                                  {"predicted_s", v["predicted_s"]}, {"measured_s", v["measured_s"]},
                                  {"source", v["source"]}});
         if (v.contains("in_situ_predicted_s")) verifications.back()["in_situ_predicted_s"] = v["in_situ_predicted_s"];
@@ -258,18 +259,18 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
           vm = v["measured_s"].is_null() ? "oom" : fmt::format("{:.9g}", v["measured_s"].get<double>());
           if (v.contains("in_situ_predicted_s")) vi = fmt::format("{:.9g}", v["in_situ_predicted_s"].get<double>());
         }
-        curve += fmt::format("{},{},{},{},{},{},{},{},{}\n", ls.name, seed, sample,
+        curve += fmt::format("{},{},{},{},{},{},{},{},{}\n", ls.config.name, seed, sample,
                              c[1].is_null() ? "" : fmt::format("{:.9g}", c[1].get<double>()), c[1].is_null() ? 1 : 0,
                              c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm, vi);
       }
       if (!r["best_s"].is_null())
-        consider(r["best_s"].get<double>(), ls.name, seed, r["best_placement"].get<Placement>());
+        consider(r["best_s"].get<double>(), ls.config.name, seed, r["best_placement"].get<Placement>());
       json brief = r;
       brief.erase("curve");
       brief.erase("best_placement");
       runs.push_back(brief);
     }
-    results.push_back({{"name", ls.name}, {"kind", "learner"}, {"runs", runs}});
+    results.push_back({{"name", ls.config.name}, {"kind", "learner"}, {"runs", runs}});
   }
 
   // Aggregates per algorithm over seeds.
@@ -308,9 +309,10 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   summary["results"] = results;
   summary["verifications"] = verifications;
   if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};
-  if (!s.paper.empty()) {
+  if (!s.paper.empty() || !s.paper_source.empty() || !s.paper_notes.empty()) {
     json p;
     p["source"] = s.paper_source;
+    if (!s.paper_notes.empty()) p["notes"] = s.paper_notes;
     for (const auto& [k, f] : s.paper) p["figures"][k] = f.oom ? json("OOM") : json(f.step_time_s);
     summary["paper"] = p;
   }

@@ -3,17 +3,27 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
+#include <span>
+#include <string_view>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/learners/grouping.h"
 
 namespace placelab::cli {
 namespace {
 
 // Reads one scenario, remembering the file for messages.
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& x : items) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
 class Reader {
  public:
   explicit Reader(std::filesystem::path file) : file_(std::move(file)) {}
@@ -49,27 +59,39 @@ class Reader {
     if (v < 0) fail(node, where(key, node) + ": must be an integer >= 0");
     return v;
   }
-  std::string choice(const std::string& key, const YAML::Node& node, std::initializer_list<const char*> choices) const {
+  std::string choice(const std::string& key, const YAML::Node& node, const std::vector<std::string>& choices) const {
     std::string s = scalar<std::string>(key, node, "a string");
-    std::string list;
-    for (const char* c : choices) {
-      if (s == c) return s;
-      list += (list.empty() ? "" : ", ") + std::string(c);
-    }
-    fail(node, where(key, node) + ": must be one of " + list);
+    if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+    fail(node, where(key, node) + ": must be one of " + join(choices));
   }
-  // Calls f(key, value) for each entry of a map, rejecting keys not in `allowed`.
+  std::string choice(const std::string& key, const YAML::Node& node, std::initializer_list<const char*> choices) const {
+    return choice(key, node, std::vector<std::string>(choices.begin(), choices.end()));
+  }
+  std::string choice(const std::string& key, const YAML::Node& node, std::span<const std::string_view> choices) const {
+    return choice(key, node, std::vector<std::string>(choices.begin(), choices.end()));
+  }
+  // A learner option's value, read as its kind says.
+  OptionValue option(const std::string& key, const YAML::Node& node, const OptionInfo& info) const {
+    switch (info.kind) {
+      case OptionKind::kInt: return scalar<int64_t>(key, node, "an integer");
+      case OptionKind::kReal: return scalar<double>(key, node, "a number");
+      case OptionKind::kBool: return scalar<bool>(key, node, "true or false");
+      case OptionKind::kChoice: return choice(key, node, info.choices);
+    }
+    fail(node, key + ": an option of an unknown kind");
+  }
+  // Calls f(key, value) for each entry of a map, rejecting keys not in `allowed`; `expected` is
+  // what the message lists for an unknown key (default: `allowed`).
   void for_each_entry(const YAML::Node& map, const std::string& what, const std::vector<std::string>& allowed,
-                      const std::function<void(const std::string&, const YAML::Node&)>& f) const {
+                      const std::function<void(const std::string&, const YAML::Node&)>& f,
+                      const std::string& expected = "") const {
     if (!map.IsMap()) fail(map, what + ": must be a map of key: value");
     std::set<std::string> seen;
     for (const auto& kv : map) {
       std::string key = kv.first.as<std::string>();
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        std::string list;
-        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(kv.first, (what.empty() ? "" : what + ".") + key + ": unknown key; expected one of " + list);
-      }
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        fail(kv.first, (what.empty() ? "" : what + ".") + key + ": unknown key; expected one of " +
+                           (expected.empty() ? join(allowed) : expected));
       if (!seen.insert(key).second) fail(kv.first, key + ": given twice");
       f(key, kv.second);
     }
@@ -79,90 +101,46 @@ class Reader {
   std::filesystem::path file_;
 };
 
-// A named option field of a learner's Options struct, for generic YAML → struct parsing.
-template <typename O>
-struct Field {
-  const char* name;
-  std::variant<int O::*, double O::*, bool O::*> member;
-};
-
-template <typename O>
-O parse_options(const Reader& r, const std::string& learner, const YAML::Node& node,
-                const std::vector<Field<O>>& fields) {
-  O options;
-  if (!node || node.IsNull()) return options;
-  std::vector<std::string> names;
-  for (const auto& f : fields) names.emplace_back(f.name);
-  r.for_each_entry(node, "learners." + learner, names, [&](const std::string& key, const YAML::Node& value) {
-    const auto& f = *std::find_if(fields.begin(), fields.end(), [&](const auto& x) { return key == x.name; });
-    std::string full = "learners." + learner + "." + key;
-    std::visit(
-        [&](auto member) {
-          using T = std::remove_reference_t<decltype(options.*member)>;
-          if constexpr (std::is_same_v<T, bool>)
-            options.*member = r.scalar<bool>(full, value, "true or false");
-          else if constexpr (std::is_same_v<T, int>)
-            options.*member = r.scalar<int>(full, value, "an integer");
-          else
-            options.*member = r.scalar<double>(full, value, "a number");
-        },
-        f.member);
-  });
-  try {
-    options.validate();
-  } catch (const InputError& e) {
-    r.fail(node, "learners." + learner + ": " + e.what());
+// One entry of `learners:`; `written` is its key as the scenario spells it (a name or an alias).
+LearnerSpec parse_learner(const Reader& r, const LearnerEntry& entry, const std::string& written, const YAML::Node& node) {
+  LearnerSpec spec{{entry.name, {}}, node.Mark().line + 1};
+  const std::string where = "learners." + written;
+  std::map<std::string, YAML::Node> value_nodes;
+  if (!node.IsNull()) {
+    std::vector<std::string> keys;
+    for (const OptionInfo& o : entry.options) keys.push_back(o.key);
+    r.for_each_entry(node, where, keys, [&](const std::string& key, const YAML::Node& value) {
+      const OptionInfo& info = *std::find_if(entry.options.begin(), entry.options.end(),
+                                             [&](const OptionInfo& o) { return o.key == key; });
+      spec.config.values[key] = r.option(where + "." + key, value, info);
+      value_nodes.emplace(key, value);
+    });
   }
-  return options;
-}
-
-LearnerSpec parse_learner(const Reader& r, const std::string& name, const YAML::Node& node) {
-  LearnerSpec spec{name, {}};
-  if (name == "reinforce") {
-    using O = ReinforceOptions;
-    spec.options = parse_options<O>(r, name, node,
-                                    {{"samples_per_update", &O::samples_per_update},
-                                     {"learning_rate", &O::learning_rate},
-                                     {"adam_beta1", &O::adam_beta1},
-                                     {"adam_beta2", &O::adam_beta2},
-                                     {"adam_epsilon", &O::adam_epsilon},
-                                     {"baseline_decay", &O::baseline_decay},
-                                     {"failing_signal", &O::failing_signal},
-                                     {"feasible_only_after", &O::feasible_only_after}});
-  } else if (name == "ppo") {
-    using O = PpoOptions;
-    spec.options = parse_options<O>(r, name, node,
-                                    {{"samples_per_update", &O::samples_per_update},
-                                     {"sga_steps", &O::sga_steps},
-                                     {"learning_rate", &O::learning_rate},
-                                     {"beta_init", &O::beta_init},
-                                     {"kl_target", &O::kl_target},
-                                     {"baseline_decay", &O::baseline_decay},
-                                     {"oom_time_s", &O::oom_time_s}});
-  } else if (name == "cross_entropy") {
-    using O = CrossEntropyOptions;
-    spec.options = parse_options<O>(r, name, node,
-                                    {{"samples_per_update", &O::samples_per_update},
-                                     {"elite_fraction", &O::elite_fraction},
-                                     {"epsilon", &O::epsilon},
-                                     {"decay_epsilon", &O::decay_epsilon},
-                                     {"oom_time_s", &O::oom_time_s}});
-  } else {
-    using O = PostOptions;
-    spec.options = parse_options<O>(r, name, node,
-                                    {{"ppo_every", &O::ppo_every},
-                                     {"ce_every", &O::ce_every},
-                                     {"sga_steps", &O::sga_steps},
-                                     {"learning_rate", &O::learning_rate},
-                                     {"beta_init", &O::beta_init},
-                                     {"kl_target", &O::kl_target},
-                                     {"baseline_decay", &O::baseline_decay},
-                                     {"elite_fraction", &O::elite_fraction},
-                                     {"epsilon", &O::epsilon},
-                                     {"decay_epsilon", &O::decay_epsilon},
-                                     {"oom_time_s", &O::oom_time_s}});
+  try {
+    entry.validate(spec.config.values);
+  } catch (const InputError& e) {
+    // The registry's message reads "<name>.<key> = <value>: <rule>": point at that key's line and
+    // name the learner as the scenario wrote it.
+    std::string what = e.what();
+    if (!what.starts_with(entry.name + ".")) r.fail(node, where + ": " + what);
+    what = what.substr(entry.name.size() + 1);
+    const YAML::Node* at = &node;  // a pointer: assigning a YAML::Node would rebind the tree's node
+    for (const auto& [key, value] : value_nodes)
+      if (what.starts_with(key + " ")) at = &value;
+    r.fail(*at, where + "." + what);
   }
   return spec;
+}
+
+// Every name and alias of the registry's entries, for a map's allowed keys.
+template <typename Entry>
+std::vector<std::string> names_and_aliases(std::span<const Entry> entries) {
+  std::vector<std::string> out;
+  for (const Entry& e : entries) {
+    out.push_back(e.name);
+    out.insert(out.end(), e.aliases.begin(), e.aliases.end());
+  }
+  return out;
 }
 
 std::filesystem::path resolve_relative(const std::filesystem::path& scenario_file, const std::string& p) {
@@ -207,7 +185,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
                        s.machine = looks_like_file ? resolve_relative(path, m).string() : m;
                      } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
                      else if (key == "grouping")
-                       s.grouping = r.choice(key, v, {"none", "colocation", "single_consumer", "name_prefix", "layer", "model_units", "scope_units", "metis"});
+                       s.grouping = r.choice(key, v, grouping_names());
                      else if (key == "groups") s.metis_groups = static_cast<int>(r.positive(key, v));
                      else if (key == "samples") s.samples = r.positive(key, v);
                      else if (key == "batch") s.batch = r.positive(key, v);
@@ -221,24 +199,25 @@ Scenario read_scenario(const std::filesystem::path& path) {
                          for (int64_t i = 1; i <= n; ++i) s.seeds.push_back(static_cast<uint64_t>(i));
                        }
                      } else if (key == "learners") {
-                       r.for_each_entry(v, "learners", {"reinforce", "ppo", "cross_entropy", "post"},
-                                        [&](const std::string& name, const YAML::Node& opts) {
-                                          s.learners.push_back(parse_learner(r, name, opts));
-                                        });
+                       r.for_each_entry(
+                           v, "learners", names_and_aliases(learner_registry()),
+                           [&](const std::string& name, const YAML::Node& opts) {
+                             const LearnerEntry& entry = *find_learner(name);
+                             for (const LearnerSpec& other : s.learners)
+                               if (other.config.name == entry.name)
+                                 r.fail(opts, "learners." + name + ": the same learner as " + entry.name + ", given twice");
+                             s.learners.push_back(parse_learner(r, entry, name, opts));
+                           },
+                           learner_names());
                      } else if (key == "baselines") {
-                       if (!v.IsSequence()) r.fail(v, "baselines: must be a list, e.g. [single_gpu, expert, metis]");
+                       if (!v.IsSequence()) r.fail(v, "baselines: must be a list of baseline names: " + baseline_names());
                        for (const auto& b : v) {
                          std::string name = r.string("baselines[]", b);
-                         bool known = std::any_of(std::begin(kBaselineNames), std::end(kBaselineNames),
-                                                  [&](const char* k) { return name == k; });
-                         if (!known) {
-                           std::string list;
-                           for (const char* k : kBaselineNames) list += (list.empty() ? "" : ", ") + std::string(k);
-                           r.fail(b, "baselines[] = " + name + ": unknown baseline; expected one of " + list);
-                         }
-                         if (std::find(s.baselines.begin(), s.baselines.end(), name) != s.baselines.end())
+                         const BaselineEntry* entry = find_baseline(name);
+                         if (!entry) r.fail(b, "baselines[] = " + name + ": unknown baseline; expected one of " + baseline_names());
+                         if (std::find(s.baselines.begin(), s.baselines.end(), entry->name) != s.baselines.end())
                            r.fail(b, "baselines[] = " + name + ": listed twice");
-                         s.baselines.push_back(name);
+                         s.baselines.push_back(entry->name);
                        }
                      } else if (key == "verify") {
                        bool rounds_set = false;
@@ -264,22 +243,33 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      } else if (key == "checkpoint_every") s.checkpoint_every = r.non_negative(key, v);
                      else if (key == "output") s.output = r.string(key, v);
                      else if (key == "paper") {
-                       r.for_each_entry(v, "paper",
-                                        {"source", "single_gpu", "single_cpu", "expert", "metis", "scotch", "mincut", "random",
-                                         "round_robin", "heft", "reinforce", "ppo", "cross_entropy", "post"},
-                                        [&](const std::string& k, const YAML::Node& x) {
-                                          if (k == "source") {
-                                            s.paper_source = r.string("paper.source", x);
-                                            return;
-                                          }
-                                          PaperFigure f;
-                                          if (x.IsScalar() && x.Scalar() == "OOM") f.oom = true;
-                                          else {
-                                            f.step_time_s = r.scalar<double>("paper." + k, x, "seconds per step or OOM");
-                                            if (!(f.step_time_s > 0)) r.fail(x, "paper." + k + ": must be > 0 or OOM");
-                                          }
-                                          s.paper[k] = f;
-                                        });
+                       std::vector<std::string> keys = names_and_aliases(learner_registry());
+                       std::vector<std::string> baselines = names_and_aliases(baseline_registry());
+                       keys.insert(keys.end(), baselines.begin(), baselines.end());
+                       keys.insert(keys.begin(), {"source", "notes"});
+                       r.for_each_entry(
+                           v, "paper", keys,
+                           [&](const std::string& k, const YAML::Node& x) {
+                             if (k == "source") {
+                               s.paper_source = r.string("paper.source", x);
+                               return;
+                             }
+                             if (k == "notes") {
+                               s.paper_notes = r.string("paper.notes", x);
+                               return;
+                             }
+                             const LearnerEntry* learner = find_learner(k);
+                             const std::string name = learner ? learner->name : find_baseline(k)->name;
+                             if (s.paper.count(name)) r.fail(x, "paper." + k + ": the same as " + name + ", given twice");
+                             PaperFigure f;
+                             if (x.IsScalar() && x.Scalar() == "OOM") f.oom = true;
+                             else {
+                               f.step_time_s = r.scalar<double>("paper." + k, x, "seconds per step or OOM");
+                               if (!(f.step_time_s > 0)) r.fail(x, "paper." + k + ": must be > 0 or OOM");
+                             }
+                             s.paper[name] = f;
+                           },
+                           "source, notes, a learner (" + learner_names() + ") or a baseline (" + baseline_names() + ")");
                      }
                    });
   if (!have_model) throw InputError(path.string() + ":1: the scenario needs `model: <zoo spec>` or `graph: <file.json>`");

@@ -8,18 +8,17 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
-#include "placelab/learners/algorithms.h"
+#include "placelab/learners/registry.h"
 
 namespace placelab::cli {
 
-// One learner entry: the algorithm and its options (defaults from the papers, overridden by the
-// scenario).
+// One entry of `learners:`: a registry learner (learners/registry.h) and the options the scenario
+// set, already validated; every other option keeps the paper's default.
 struct LearnerSpec {
-  std::string name;  // reinforce | ppo | cross_entropy | post
-  LearnerOptions options;
+  LearnerConfig config;  // config.name is the registry's canonical name, also for an alias
+  int line = 0;          // of the entry in the scenario file, for errors found when the run starts
 };
 
 struct VerifySpec {
@@ -47,26 +46,23 @@ struct Scenario {
   std::filesystem::path graph;      // graph JSON file, or empty when `model` is set
   std::string machine = "k80x4";    // preset, machine YAML or calibrated machine file
   std::string devices = "all";      // which devices learners may use: all | gpus
-  std::string grouping = "colocation";  // none | colocation | single_consumer | name_prefix | layer | model_units | metis
+  std::string grouping = "colocation";  // one of grouping_names() (learners/grouping.h)
   int metis_groups = 256;
   int64_t samples = 2400;           // per learner and seed
   int64_t batch = 12;               // placements per evaluation batch
   std::vector<uint64_t> seeds{1};
   std::vector<LearnerSpec> learners;
-  std::vector<std::string> baselines;
+  std::vector<std::string> baselines;  // canonical registry names
   VerifySpec verify;
   int64_t checkpoint_every = 600;   // samples between checkpoints (0 = off)
   std::filesystem::path output;     // default results/<name>
   std::string paper_source;         // where the paper figures come from
-  std::map<std::string, PaperFigure> paper;  // algorithm or baseline name → figure
+  // Where the simulation disagrees with the paper and why, in words; printed under report.md's table.
+  std::string paper_notes;
+  std::map<std::string, PaperFigure> paper;  // canonical learner or baseline name → figure
 };
 
 // Parses and validates a scenario file. Throws InputError "file:line: key = value: rule".
 Scenario read_scenario(const std::filesystem::path& path);
-
-// The baseline names a scenario may list.
-inline constexpr const char* kBaselineNames[] = {"single_gpu", "single_cpu", "expert", "metis", "scotch",
-                                                 "mincut", "random", "round_robin", "heft"};
-inline constexpr const char* kLearnerNames[] = {"reinforce", "ppo", "cross_entropy", "post"};
 
 }  // namespace placelab::cli

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <numeric>
 #include <string>
-#include <type_traits>
 
+#include "option_table.h"
 #include "placelab/graph/error.h"
+#include "registry_entries.h"
 #include "state_json.h"
 
 namespace placelab {
@@ -470,33 +471,128 @@ CrossEntropyLearner::CrossEntropyLearner(SearchSpace space, CrossEntropyOptions 
 PostLearner::PostLearner(SearchSpace space, PostOptions options, uint64_t seed)
     : JointLearner(std::move(space), post_config(options), seed) {}
 
-// ---- Factory -----------------------------------------------------------------------------------
+// ---- Registry entries --------------------------------------------------------------------------
+// Keys and rules are the ones scenario files have always used; the rules repeat what each
+// Options::validate() checks (registry_test breaks each rule and expects validate's message).
 
-LearnerOptions default_learner_options(std::string_view name) {
-  if (name == "reinforce" || name == "policy_gradient") return ReinforceOptions{};
-  if (name == "ppo") return PpoOptions{};
-  if (name == "cross_entropy") return CrossEntropyOptions{};
-  if (name == "post") return PostOptions{};
-  throw InputError("learner = \"" + std::string(name) +
-                   "\": must be one of reinforce (policy_gradient), ppo, cross_entropy, post");
+namespace {
+
+using detail::OptionTable;
+
+const OptionTable<PostOptions>& post_options() {
+  using O = PostOptions;
+  static const OptionTable<O> kTable(
+      "post", {{"ppo_every", &O::ppo_every, ">= 1", "K: a PPO update every K samples, unless it is also a CE sample"},
+               {"ce_every", &O::ce_every, ">= 1 and a multiple of ppo_every", "N: a cross-entropy update every N samples"},
+               {"sga_steps", &O::sga_steps, ">= 1", "gradient ascent steps on Post Eq. 11 per PPO update"},
+               {"learning_rate", &O::learning_rate, "> 0", "SGA step size on the logits"},
+               {"beta_init", &O::beta_init, "> 0", "initial KL penalty coefficient β, adapted after each PPO update"},
+               {"kl_target", &O::kl_target, "> 0", "β halves when the KL is below target/1.5, doubles above 1.5·target"},
+               {"baseline_decay", &O::baseline_decay, "in [0, 1)", "b ← decay·b + (1−decay)·T per sample"},
+               {"elite_fraction", &O::elite_fraction, "in (0, 1]", "ρ: the best ⌈ρN⌉ placements are the elites"},
+               {"epsilon", &O::epsilon, "in [0, 1]", "ε: mixing with uniform after each CE update"},
+               {"decay_epsilon", &O::decay_epsilon, "", "ε falls linearly to 0 over the sample budget"},
+               {"oom_time_s", &O::oom_time_s, "> 0", "step time (s) counted for an OOM placement (Post: 100 s)"}});
+  return kTable;
 }
 
-std::string learner_name(const LearnerOptions& options) {
-  static const char* const kNames[] = {"reinforce", "ppo", "cross_entropy", "post"};
-  return kNames[options.index()];
+const OptionTable<PpoOptions>& ppo_options() {
+  using O = PpoOptions;
+  static const OptionTable<O> kTable(
+      "ppo", {{"samples_per_update", &O::samples_per_update, ">= 1", "K: a PPO update every K samples"},
+              {"sga_steps", &O::sga_steps, ">= 1", "gradient ascent steps on Post Eq. 11 per update"},
+              {"learning_rate", &O::learning_rate, "> 0", "SGA step size on the logits"},
+              {"beta_init", &O::beta_init, "> 0", "initial KL penalty coefficient β, adapted after each update"},
+              {"kl_target", &O::kl_target, "> 0", "β halves when the KL is below target/1.5, doubles above 1.5·target"},
+              {"baseline_decay", &O::baseline_decay, "in [0, 1)", "b ← decay·b + (1−decay)·T per sample"},
+              {"oom_time_s", &O::oom_time_s, "> 0", "step time (s) counted for an OOM placement (Post: 100 s)"}});
+  return kTable;
 }
 
-std::unique_ptr<Learner> make_learner(const LearnerOptions& options, SearchSpace space, uint64_t seed) {
-  return std::visit(
-      [&](const auto& o) -> std::unique_ptr<Learner> {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, ReinforceOptions>) return std::make_unique<ReinforceLearner>(std::move(space), o, seed);
-        else if constexpr (std::is_same_v<T, PpoOptions>) return std::make_unique<PpoLearner>(std::move(space), o, seed);
-        else if constexpr (std::is_same_v<T, CrossEntropyOptions>)
-          return std::make_unique<CrossEntropyLearner>(std::move(space), o, seed);
-        else return std::make_unique<PostLearner>(std::move(space), o, seed);
-      },
-      options);
+const OptionTable<CrossEntropyOptions>& cross_entropy_options() {
+  using O = CrossEntropyOptions;
+  static const OptionTable<O> kTable(
+      "cross_entropy",
+      {{"samples_per_update", &O::samples_per_update, ">= 1", "N: a cross-entropy update every N samples"},
+       {"elite_fraction", &O::elite_fraction, "in (0, 1]", "ρ: the best ⌈ρN⌉ placements are the elites"},
+       {"epsilon", &O::epsilon, "in [0, 1]", "ε: mixing with uniform after each update"},
+       {"decay_epsilon", &O::decay_epsilon, "", "ε falls linearly to 0 over the sample budget"},
+       {"oom_time_s", &O::oom_time_s, "> 0", "step time (s) counted for an OOM placement (Post: 100 s)"}});
+  return kTable;
+}
+
+const OptionTable<ReinforceOptions>& reinforce_options() {
+  using O = ReinforceOptions;
+  static const OptionTable<O> kTable(
+      "reinforce",
+      {{"samples_per_update", &O::samples_per_update, ">= 1", "K: placements per gradient step (Post's 12 workers)"},
+       {"learning_rate", &O::learning_rate, "> 0", "Adam step size on the logits"},
+       {"adam_beta1", &O::adam_beta1, "in [0, 1)", "Adam's first-moment decay"},
+       {"adam_beta2", &O::adam_beta2, "in [0, 1)", "Adam's second-moment decay"},
+       {"adam_epsilon", &O::adam_epsilon, "> 0", "Adam's denominator term"},
+       {"baseline_decay", &O::baseline_decay, "in [0, 1)", "B ← decay·B + (1−decay)·√T per sample"},
+       {"failing_signal", &O::failing_signal, "> 0", "√T counted for an OOM placement (√100 s, Post's OOM time)"},
+       {"feasible_only_after", &O::feasible_only_after, "in [0, 1]",
+        "after this fraction of the budget only placements that ran update the policy (1: never)"}});
+  return kTable;
+}
+
+}  // namespace
+
+LearnerEntry detail::post_learner_entry() {
+  return {.name = "post",
+          .aliases = {},
+          .summary = "Post: PPO every K samples and closed-form cross-entropy every N samples on a softmax table",
+          .paper = "Gao, Chen, Li, NeurIPS 2018 (Post), Algorithm 1",
+          .options = post_options().infos(),
+          .policy_gradient = false,
+          .needs_problem = false,
+          .validate = [](const OptionValues& v) { post_options().build(v); },
+          .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
+            return std::make_unique<PostLearner>(c.space, post_options().build(v), c.seed);
+          }};
+}
+
+LearnerEntry detail::ppo_learner_entry() {
+  return {.name = "ppo",
+          .aliases = {},
+          .summary = "PPO with adaptive KL penalty on a softmax table, every K samples (Post with CE off)",
+          .paper = "Gao, Chen, Li, ICML 2018 (Spotlight); Post (NeurIPS 2018) Eq. 11",
+          .options = ppo_options().infos(),
+          .policy_gradient = false,
+          .needs_problem = false,
+          .validate = [](const OptionValues& v) { ppo_options().build(v); },
+          .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
+            return std::make_unique<PpoLearner>(c.space, ppo_options().build(v), c.seed);
+          }};
+}
+
+LearnerEntry detail::cross_entropy_learner_entry() {
+  return {.name = "cross_entropy",
+          .aliases = {},
+          .summary = "closed-form cross-entropy on a softmax table every N samples, mixed with uniform (Post with PPO off)",
+          .paper = "Gao, Chen, Li, NeurIPS 2018 (Post), Eq. 10",
+          .options = cross_entropy_options().infos(),
+          .policy_gradient = false,
+          .needs_problem = false,
+          .validate = [](const OptionValues& v) { cross_entropy_options().build(v); },
+          .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
+            return std::make_unique<CrossEntropyLearner>(c.space, cross_entropy_options().build(v), c.seed);
+          }};
+}
+
+LearnerEntry detail::reinforce_learner_entry() {
+  return {.name = "reinforce",
+          .aliases = {"policy_gradient"},
+          .summary = "policy gradient: REINFORCE on E[√T] with a moving-average baseline, failing signal for OOM, Adam",
+          .paper = "Mirhoseini et al., ICML 2017 (REINFORCE on sqrt(T)), on Post's softmax table",
+          .options = reinforce_options().infos(),
+          .policy_gradient = true,
+          .needs_problem = false,
+          .validate = [](const OptionValues& v) { reinforce_options().build(v); },
+          .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
+            return std::make_unique<ReinforceLearner>(c.space, reinforce_options().build(v), c.seed);
+          }};
 }
 
 }  // namespace placelab

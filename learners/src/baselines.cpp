@@ -1,6 +1,7 @@
 #include "placelab/learners/baselines.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -14,6 +15,7 @@
 #include "partition.h"
 #include "placelab/graph/error.h"
 #include "placelab/learners/grouping.h"
+#include "registry_entries.h"
 
 namespace placelab {
 
@@ -462,6 +464,126 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
       schedule_on(op, group_device[g] >= 0 ? static_cast<DeviceId>(group_device[g]) : allowed(op).front());
     }
   return p;
+}
+
+// ---- Registry entries --------------------------------------------------------------------------
+// Seeds: the randomised baselines take the run's seed, so that a scenario's seeds vary them as
+// they vary the learners; METIS and Scotch take an int, hence the modulo.
+
+namespace {
+
+int library_seed(uint64_t seed) { return static_cast<int>(seed % 1000000); }
+
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+    throw InputError("random.seed = " + text + ": must be a non-negative integer");
+  return seed;
+}
+
+}  // namespace
+
+BaselineEntry detail::single_gpu_baseline_entry() {
+  return {.name = "single_gpu",
+          .aliases = {},
+          .summary = "every op on the first GPU; cpu-only ops on the first CPU (TF soft placement)",
+          .paper = "Mirhoseini et al., ICML 2017 §4",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return single_gpu_placement(c.graph, c.machine);
+          }};
+}
+
+BaselineEntry detail::single_cpu_baseline_entry() {
+  return {.name = "single_cpu",
+          .aliases = {},
+          .summary = "every op on the first CPU",
+          .paper = "Mirhoseini et al., ICML 2017 §4",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return single_cpu_placement(c.graph, c.machine);
+          }};
+}
+
+BaselineEntry detail::expert_baseline_entry() {
+  return {.name = "expert",
+          .aliases = {},
+          .summary = "the papers' hand-made placement of a zoo model (a graph file has none)",
+          .paper = "the model zoo's expert placement (docs/models.md)",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            if (!c.expert)
+              throw InputError("expert: the graph has no expert placement; only zoo models (--model, `model:`) have one");
+            return c.expert();
+          }};
+}
+
+BaselineEntry detail::metis_baseline_entry() {
+  return {.name = "metis",
+          .aliases = {},
+          .summary = "METIS k-way partition into one part per GPU (FLOPs and tensor bytes), seeded by the run's seed",
+          .paper = "Karypis & Kumar 1998; Post Table 1",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return metis_placement(c.graph, c.machine, {.seed = library_seed(c.seed)});
+          }};
+}
+
+BaselineEntry detail::scotch_baseline_entry() {
+  return {.name = "scotch",
+          .aliases = {},
+          .summary = "Scotch static mapping onto the machine graph (GPUs and CPUs), seeded by the run's seed",
+          .paper = "Mirhoseini et al., ICML 2017 §4",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return scotch_placement(c.graph, c.cost, {.include_cpu = true, .seed = library_seed(c.seed)});
+          }};
+}
+
+BaselineEntry detail::mincut_baseline_entry() {
+  return {.name = "mincut",
+          .aliases = {},
+          .summary = "Scotch static mapping onto the GPUs only, seeded by the run's seed",
+          .paper = "Mirhoseini et al., ICML 2017 §4",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return mincut_placement(c.graph, c.cost, library_seed(c.seed));
+          }};
+}
+
+BaselineEntry detail::random_baseline_entry() {
+  return {.name = "random",
+          .aliases = {},
+          .summary = "each colocation group on a uniformly drawn GPU; `random` draws with the run's seed, "
+                     "`random:<seed>` with its own",
+          .paper = "none; a sanity reference",
+          .argument = "<seed>",
+          .place = [](const BaselineContext& c, const std::optional<std::string>& argument) {
+            return random_placement(c.graph, c.machine, argument ? parse_seed(*argument) : c.seed);
+          }};
+}
+
+BaselineEntry detail::round_robin_baseline_entry() {
+  return {.name = "round_robin",
+          .aliases = {},
+          .summary = "colocation groups in topological order dealt to the GPUs in turn",
+          .paper = "none; a sanity reference",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return round_robin_placement(c.graph, c.machine);
+          }};
+}
+
+BaselineEntry detail::heft_baseline_entry() {
+  return {.name = "heft",
+          .aliases = {},
+          .summary = "HEFT list scheduling over the GPUs: each op where it finishes earliest; a strong non-learning reference",
+          .paper = "Topcuoglu et al. 2002",
+          .argument = "",
+          .place = [](const BaselineContext& c, const std::optional<std::string>&) {
+            return heft_placement(c.graph, c.cost);
+          }};
 }
 
 }  // namespace placelab

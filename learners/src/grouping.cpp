@@ -333,21 +333,48 @@ Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& option
   return Grouping(std::move(labels));
 }
 
+namespace {
+
+Grouping group_per_op(const OpGraph& graph) {
+  std::vector<GroupId> labels(graph.num_ops());
+  std::iota(labels.begin(), labels.end(), 0u);
+  return Grouping(std::move(labels));
+}
+
+// The groupers a scenario names, in the order messages list them: one table for make_grouping's
+// dispatch and grouping_names().
+struct NamedGrouper {
+  std::string_view name;
+  Grouping (*make)(const OpGraph&, const MetisGroupingOptions&);
+};
+constexpr NamedGrouper kGroupers[] = {
+    {"colocation", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_colocation(g); }},
+    {"single_consumer", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_single_consumer(g); }},
+    {"name_prefix", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_name_prefix(g, 2); }},
+    {"layer", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_layer(g); }},
+    {"model_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, true); }},
+    {"scope_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, false); }},
+    {"metis", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_metis(g, o); }},
+    {"none", [](const OpGraph& g, const MetisGroupingOptions&) { return group_per_op(g); }},
+};
+
+}  // namespace
+
+std::span<const std::string_view> grouping_names() {
+  static const std::vector<std::string_view> kNames = [] {
+    std::vector<std::string_view> names;
+    for (const NamedGrouper& g : kGroupers) names.push_back(g.name);
+    return names;
+  }();
+  return kNames;
+}
+
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis) {
-  if (name == "colocation") return group_by_colocation(graph);
-  if (name == "single_consumer") return group_by_single_consumer(graph);
-  if (name == "name_prefix") return group_by_name_prefix(graph, 2);
-  if (name == "layer") return group_by_layer(graph);
-  if (name == "model_units") return group_by_model_units(graph, true);
-  if (name == "scope_units") return group_by_model_units(graph, false);
-  if (name == "metis") return group_by_metis(graph, metis);
-  if (name == "none") {
-    std::vector<GroupId> labels(graph.num_ops());
-    std::iota(labels.begin(), labels.end(), 0u);
-    return Grouping(std::move(labels));
-  }
-  throw InputError("grouping = \"" + name +
-                   "\": must be one of colocation, single_consumer, name_prefix, layer, model_units, scope_units, metis, none");
+  for (const NamedGrouper& g : kGroupers)
+    if (g.name == name) return g.make(graph, metis);
+  std::string list;
+  for (std::string_view n : grouping_names()) list += (list.empty() ? "" : ", ") + std::string(n);
+  throw InputError("grouping = \"" + name + "\": must be one of " + list);
 }
 
 }  // namespace placelab

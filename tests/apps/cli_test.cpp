@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "placelab/learners/registry.h"
 #include "run_cli.h"
 
 namespace {
@@ -273,6 +274,80 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
     EXPECT_NE(r.out.find("bad.yaml:"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.out;
   }
+}
+
+TEST_F(Cli, LearnersListsTheRegistry) {
+  CliResult r = placelab("learners");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const placelab::LearnerEntry& e : placelab::learner_registry()) {
+    EXPECT_NE(r.out.find(e.name), std::string::npos) << e.name;
+    for (const auto& o : e.options) EXPECT_NE(r.out.find(o.key), std::string::npos) << e.name << "." << o.key;
+  }
+  for (const placelab::BaselineEntry& e : placelab::baseline_registry()) EXPECT_NE(r.out.find(e.name), std::string::npos) << e.name;
+  CliResult json = placelab("learners --json");
+  ASSERT_EQ(json.status, 0) << json.out;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["learners"].size(), placelab::learner_registry().size());
+  EXPECT_EQ(j["baselines"].size(), placelab::baseline_registry().size());
+  // One entry by an alias: the canonical entry, in full.
+  const placelab::LearnerEntry* pg = nullptr;
+  for (const placelab::LearnerEntry& e : placelab::learner_registry())
+    if (e.policy_gradient && !e.aliases.empty()) pg = &e;
+  ASSERT_NE(pg, nullptr);
+  CliResult one = placelab("learners " + pg->aliases.front());
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_EQ(one.out.rfind(pg->name, 0), 0u) << one.out;
+  EXPECT_NE(one.out.find(pg->paper), std::string::npos) << one.out;
+  CliResult missing = placelab("learners nosuch");
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find(placelab::learner_names()), std::string::npos) << missing.out;
+}
+
+TEST_F(Cli, ScenarioLearnerOptionsAreCheckedAgainstTheRegistry) {
+  std::string unknown = write("bad.yaml", "name: x\nmodel: resnet50\nlearners:\n  post: {speed: 3}\n");
+  CliResult r = placelab("run " + unknown + " --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("bad.yaml:4: learners.post.speed: unknown key; expected one of ppo_every, ce_every"),
+            std::string::npos) << r.out;
+  std::string rule = write("rule.yaml", "name: x\nmodel: resnet50\nlearners:\n  post: {}\n  reinforce:\n"
+                                        "    learning_rate: 0.5\n    samples_per_update: 0\n");
+  r = placelab("run " + rule + " --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("rule.yaml:7: learners.reinforce.samples_per_update = 0: must be >= 1"), std::string::npos) << r.out;
+  std::string kind = write("kind.yaml", "name: x\nmodel: resnet50\nlearners:\n  cross_entropy: {decay_epsilon: maybe}\n");
+  r = placelab("run " + kind + " --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("kind.yaml:4: learners.cross_entropy.decay_epsilon = maybe: must be true or false"),
+            std::string::npos) << r.out;
+  std::string learner = write("learner.yaml", "name: x\nmodel: resnet50\nlearners:\n  genetic: {}\n");
+  r = placelab("run " + learner + " --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("learner.yaml:4: learners.genetic: unknown key; expected one of " + placelab::learner_names()),
+            std::string::npos) << r.out;
+  std::string twice = write("twice.yaml", "name: x\nmodel: resnet50\nlearners:\n  reinforce: {}\n  policy_gradient: {}\n");
+  r = placelab("run " + twice + " --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("given twice"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, AliasesAndPaperNotesReachTheReport) {
+  // policy_gradient is reinforce's alias: its row, its paper figure and the report's reference
+  // are all under the canonical name.
+  const std::string sc = write("alias.yaml",
+                               "name: alias\ngraph: " + quickstart_ + "\nmachine: k80x2\ndevices: gpus\nsamples: 24\n"
+                               "learners:\n  post: {}\n  policy_gradient: {}\nbaselines: [single_gpu]\n"
+                               "paper:\n  source: a test\n  notes: \"The simulator knows no stragglers.\"\n"
+                               "  policy_gradient: 2.0\n  post: 1.0\noutput: " + (dir_ / "alias").string() + "\n");
+  CliResult r = placelab("run " + sc + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(slurp(dir_ / "alias" / "summary.json"));
+  EXPECT_EQ(j["results"].back()["name"], "reinforce");
+  EXPECT_EQ(j["paper"]["notes"], "The simulator knows no stragglers.");
+  EXPECT_EQ(j["paper"]["figures"]["reinforce"], 2.0);
+  const std::string report = slurp(dir_ / "alias" / "report.md");
+  EXPECT_NE(report.find("### Where the simulation differs from the paper\n\nThe simulator knows no stragglers."),
+            std::string::npos) << report;
+  EXPECT_NE(report.find("| 1.000 | -50.0 % |"), std::string::npos) << "post's paper figure against the paper's PG: " << report;
 }
 
 TEST_F(Cli, ReportRerendersAndSweepTabulates) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "toy.h"
 
@@ -158,7 +159,7 @@ TEST(Learners, SameSeedGivesIdenticalCurvesAndOtherSeedsDiffer) {
   auto curve_of = [&](const std::string& which, uint64_t seed, int64_t batch) {
     AdditiveEnv env(testing::random_costs(G, D, 31));
     SearchSpace space{G, testing::device_range(D)};
-    std::unique_ptr<Learner> l = make_learner(default_learner_options(which), space, seed);
+    std::unique_ptr<Learner> l = make_learner(LearnerConfig{which, {}}, LearnerContext{space, seed});
     std::vector<double> out;
     for (const CurvePoint& c : run(*l, env, 300, batch).curve) out.push_back(c.step_time_s);
     return out;
@@ -202,16 +203,13 @@ TEST(Learners, StateRoundTripContinuesIdentically) {
 }
 
 TEST(Factory, BuildsEachLearnerByName) {
-  for (const char* name : {"reinforce", "ppo", "cross_entropy", "post"}) {
-    const LearnerOptions o = default_learner_options(name);
-    EXPECT_EQ(learner_name(o), name);
-    EXPECT_EQ(make_learner(o, SearchSpace{2, {0, 1}}, 1)->name(), name);
-  }
-  EXPECT_EQ(learner_name(default_learner_options("policy_gradient")), "reinforce");
-  EXPECT_THROW(default_learner_options("genetic"), InputError);
-  PostOptions bad;
-  bad.epsilon = 2;
-  EXPECT_THROW(make_learner(bad, SearchSpace{2, {0, 1}}, 1), InputError);
+  for (const char* name : {"reinforce", "ppo", "cross_entropy", "post"})
+    EXPECT_EQ(make_learner(LearnerConfig{name, {}}, LearnerContext{SearchSpace{2, {0, 1}}, 1})->name(), name);
+  EXPECT_EQ(make_learner(LearnerConfig{"policy_gradient", {}}, LearnerContext{SearchSpace{2, {0, 1}}, 1})->name(),
+            "reinforce");
+  EXPECT_THROW(make_learner(LearnerConfig{"genetic", {}}, LearnerContext{SearchSpace{2, {0, 1}}, 1}), InputError);
+  EXPECT_THROW(make_learner(LearnerConfig{"post", {{"epsilon", 2.0}}}, LearnerContext{SearchSpace{2, {0, 1}}, 1}),
+               InputError);
 }
 
 TEST(Options, ValidateNamesFieldValueAndRule) {

@@ -6,7 +6,8 @@
 //   CrossEntropyLearner  — closed-form cross-entropy (Post Eq. 10) mixed with uniform.
 //   PostLearner          — Post, Algorithm 1: PPO every K samples, CE every N samples.
 // All OOM measurements count as a fixed per-step time (Post: 100 s) or failing signal
-// (REINFORCE), never as exceptions.
+// (REINFORCE), never as exceptions. Each has an entry in the registry (registry.h), which builds it
+// by name from a scenario's options.
 //
 //   PostLearner post(SearchSpace{groups, devices}, PostOptions{}, /*seed=*/7);
 #pragma once
@@ -14,8 +15,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <variant>
 
 #include "placelab/learners/learner.h"
 #include "placelab/learners/policy.h"
@@ -181,16 +180,5 @@ class PostLearner final : public JointLearner {
   PostLearner(SearchSpace space, PostOptions options, uint64_t seed);
   std::string name() const override { return "post"; }
 };
-
-// Any learner's options; the alternative picks the algorithm.
-using LearnerOptions = std::variant<ReinforceOptions, PpoOptions, CrossEntropyOptions, PostOptions>;
-
-// The papers' defaults for the learner named "reinforce" (alias "policy_gradient"), "ppo",
-// "cross_entropy" or "post"; throws InputError listing the names for anything else.
-LearnerOptions default_learner_options(std::string_view name);
-// The name make_learner's learner will report ("reinforce", "ppo", "cross_entropy", "post").
-std::string learner_name(const LearnerOptions& options);
-// Builds the learner the options select (validating them: InputError).
-std::unique_ptr<Learner> make_learner(const LearnerOptions& options, SearchSpace space, uint64_t seed);
 
 }  // namespace placelab

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "placelab/graph/op_graph.h"
@@ -89,9 +90,13 @@ struct MetisGroupingOptions {
 // empty are dropped, so the result may have fewer than G groups. Throws Error when METIS fails.
 Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options);
 
-// Names accepted by make_grouping: "colocation", "single_consumer", "name_prefix", "layer",
-// "model_units", "scope_units" (group_by_model_units without time steps), "metis", "none" (one
-// group per op).
+// The names make_grouping accepts, in a fixed order: "colocation", "single_consumer",
+// "name_prefix" (2 levels), "layer", "model_units", "scope_units" (group_by_model_units without
+// time steps), "metis", "none" (one group per op). A scenario's `grouping:` is validated against it.
+std::span<const std::string_view> grouping_names();
+
+// The grouping named `name` (one of grouping_names()); `metis` is used by "metis" only. Throws
+// InputError listing the names for any other name.
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis = {});
 
 }  // namespace placelab

@@ -36,7 +36,7 @@ class Learner {
  public:
   virtual ~Learner() = default;
 
-  // "post", "ppo", "cross_entropy", "reinforce".
+  // The learner's registry name (registry.h): "post", "ppo", "cross_entropy", "reinforce", ...
   virtual std::string name() const = 0;
   virtual const SearchSpace& space() const = 0;
 

@@ -1,0 +1,28 @@
+// One function per registry entry, each defined beside its implementation; registry.cpp calls them
+// in the registry's order. Functions rather than self-registering static objects: a static
+// library's linker drops object files nothing references, and their registrations with them.
+// Private to learners/.
+#pragma once
+
+#include "placelab/learners/registry.h"
+
+namespace placelab::detail {
+
+// Learners (algorithms.cpp).
+LearnerEntry post_learner_entry();
+LearnerEntry ppo_learner_entry();
+LearnerEntry cross_entropy_learner_entry();
+LearnerEntry reinforce_learner_entry();
+
+// Baselines (baselines.cpp).
+BaselineEntry single_gpu_baseline_entry();
+BaselineEntry single_cpu_baseline_entry();
+BaselineEntry expert_baseline_entry();
+BaselineEntry metis_baseline_entry();
+BaselineEntry scotch_baseline_entry();
+BaselineEntry mincut_baseline_entry();
+BaselineEntry random_baseline_entry();
+BaselineEntry round_robin_baseline_entry();
+BaselineEntry heft_baseline_entry();
+
+}  // namespace placelab::detail
