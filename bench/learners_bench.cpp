@@ -1,9 +1,15 @@
-// Learner training time against the simulator: one whole run of 2,400 samples (Post's budget, in
-// batches of 12) on the op-level Inception-V3 (batch 32) on `k80x4`, in `scope_units` groups, as
-// scenarios/post-table1-inception-4gpu.yaml runs it, on one thread (issue 5's target for Post:
-// under 60 s on one core). Graph generation and grouping are set up once, outside the timing.
+// Learner speed, on one thread:
+//  - BM_Train/<learner>: one whole run of 2,400 samples (Post's budget, in batches of 12) on the
+//    op-level Inception-V3 (batch 32) on `k80x4`, in `scope_units` groups, as
+//    scenarios/post-table1-inception-4gpu.yaml runs it (targets: Post under 60 s, grl under 2 min
+//    on one core). Graph generation and grouping are set up once, outside the timing.
+//  - BM_Seq2SeqSample/<learner>/hidden:<H>: the neural learners alone (the environment answers at
+//    once) on 256 groups and 5 devices, the Hierarchical Planner's and EAGLE's group count: one
+//    iteration draws an update's placements and runs the update, so 1 / items_per_second is one
+//    sample plus its share of the update (targets: ≤ 0.2 s at hidden 512, ≤ 20 ms at hidden 128).
 //
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Train/post
+//   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Seq2SeqSample
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -13,6 +19,7 @@
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/learners/problem.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "placelab/models/zoo.h"
@@ -29,6 +36,7 @@ struct InceptionSetup {
   AnalyticCostModel cost{machine};
   Simulator sim{model.graph, cost};
   Grouping grouping = make_grouping(model.graph, "scope_units");
+  PlacementProblem problem = describe_problem(model.graph, grouping);
   SearchSpace space;
   InceptionSetup() {
     space.num_groups = grouping.num_groups();
@@ -51,7 +59,8 @@ void BM_Train(benchmark::State& state, const std::string& learner_name) {
   // No DoNotOptimize: train() changes the learner, so nothing here can be optimised away (and this
   // Google Benchmark's DoNotOptimize on a double clobbered it in testing).
   for (auto _ : state) {
-    std::unique_ptr<Learner> learner = make_learner(LearnerConfig{learner_name, {}}, LearnerContext{s.space, /*seed=*/1});
+    std::unique_ptr<Learner> learner =
+        make_learner(LearnerConfig{learner_name, {}}, LearnerContext{s.space, /*seed=*/1, &s.problem});
     const TrainSummary summary = train(*learner, s.grouping, env, options);
     best = summary.best_step_time_s;
     samples = summary.samples;
@@ -63,15 +72,77 @@ void BM_Train(benchmark::State& state, const std::string& learner_name) {
       benchmark::Counter(static_cast<double>(samples), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// One benchmark per registry learner, with the paper's options. Learners that read the graph
-// (needs_problem) need a PlacementProblem this program does not build yet.
+// 256 groups of a layered graph (16 layers of 16 ops, each reading two ops of the layer before),
+// with a mix of op types and shapes so the group features vary: the size of problem the
+// Hierarchical Planner and EAGLE decode (256 groups), on 5 devices (a CPU and 4 GPUs).
+struct Synthetic256 {
+  OpGraph graph;
+  Grouping grouping;
+  PlacementProblem problem;
+  SearchSpace space;
+  Synthetic256() {
+    const char* types[] = {"MatMul", "Conv2D", "Relu", "Add", "Mul", "Sum", "Tanh", "Sigmoid"};
+    for (int layer = 0; layer < 16; ++layer)
+      for (int i = 0; i < 16; ++i) {
+        const int k = layer * 16 + i;
+        std::string name = "l";  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "l" + to_string
+        name += std::to_string(layer);
+        name += "/op";
+        name += std::to_string(i);
+        const OpId v = graph.add_op({.name = name,
+                                     .type = types[k % 8],
+                                     .kernel = KernelSignature::gemm(64 + i, 128, 32 + layer),
+                                     .flops = 1e6 * (1 + k % 7),
+                                     .output_bytes = 4096 * (1 + k % 5)});
+        if (layer > 0) {
+          graph.add_edge(static_cast<OpId>(v - 16), v, {.bytes = 4096});
+          graph.add_edge(static_cast<OpId>(v - 16 + (i + 1) % 16 - i), v, {.bytes = 4096});
+        }
+      }
+    std::vector<GroupId> ids(graph.num_ops());
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<GroupId>(i);
+    grouping = Grouping(std::move(ids));
+    problem = describe_problem(graph, grouping);
+    space = SearchSpace{grouping.num_groups(), {0, 1, 2, 3, 4}};
+  }
+};
+
+void BM_Seq2SeqSample(benchmark::State& state, const std::string& learner_name) {
+  static const Synthetic256 s;
+  const auto hidden = static_cast<int64_t>(state.range(0));
+  std::unique_ptr<Learner> learner =
+      make_learner(LearnerConfig{learner_name, {{"hidden", hidden}}}, LearnerContext{s.space, /*seed=*/1, &s.problem});
+  learner->set_sample_budget(1'000'000);
+  int64_t samples = 0;
+  for (auto _ : state) {
+    const std::size_t update = learner->samples_until_update();
+    const std::vector<Placement> batch = learner->propose(update);
+    std::vector<Measurement> times(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) times[i].step_time_s = 1.0 + 0.01 * static_cast<double>((samples + static_cast<int64_t>(i)) % 7);
+    learner->observe(batch, times);  // the update runs here
+    samples += static_cast<int64_t>(batch.size());
+  }
+  state.SetItemsProcessed(samples);
+  state.counters["groups"] = static_cast<double>(s.space.num_groups);
+  state.counters["devices"] = static_cast<double>(s.space.devices.size());
+}
+
+// One BM_Train per registry learner, with the paper's options; the neural learners' per-sample
+// cost at the hidden sizes of the targets.
 const int kRegistered = [] {
   for (const LearnerEntry& entry : learner_registry()) {
-    if (entry.needs_problem) continue;
     benchmark::RegisterBenchmark(("BM_Train/" + entry.name + "/inception_v3_k80x4").c_str(), BM_Train, entry.name)
         ->Unit(benchmark::kSecond)
         ->Iterations(1)
         ->UseRealTime();
+    if (entry.needs_problem)
+      benchmark::RegisterBenchmark(("BM_Seq2SeqSample/" + entry.name).c_str(), BM_Seq2SeqSample, entry.name)
+          ->ArgName("hidden")
+          ->Arg(128)
+          ->Arg(512)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(5.0)
+          ->UseRealTime();
   }
   return 0;
 }();

@@ -16,6 +16,7 @@
 #include "placelab/graph/io.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/learners/problem.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "placelab/profiler/cpu_executor.h"
@@ -194,9 +195,13 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
       } else {
         Grouping grouping = make_scenario_grouping(s, g, seed);
         space.num_groups = grouping.num_groups();
+        // Neural learners read the graph through the grouping; the table learners need only its size.
+        std::optional<PlacementProblem> problem;
+        if (const LearnerEntry* entry = find_learner(ls.config.name); entry && entry->needs_problem)
+          problem = describe_problem(g, grouping);
         std::unique_ptr<Learner> learner;
         try {
-          learner = make_learner(ls.config, LearnerContext{space, seed, nullptr});
+          learner = make_learner(ls.config, LearnerContext{space, seed, problem ? &*problem : nullptr});
         } catch (const InputError& e) {
           throw InputError(s.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + ": " + e.what());
         }

@@ -13,12 +13,14 @@ namespace {
 
 // The one list of learners: a new learner adds its entry function here (and nowhere else outside
 // its own files). The order is the order `placelab learners` prints and the report's reference
-// search follows.
+// search follows: grl, the paper's policy gradient, before reinforce, its softmax-table form.
 const std::vector<LearnerEntry>& learner_list() {
   static const std::vector<LearnerEntry> kLearners{
       detail::post_learner_entry(),
       detail::ppo_learner_entry(),
       detail::cross_entropy_learner_entry(),
+      detail::grl_learner_entry(),
+      detail::spotlight_learner_entry(),
       detail::reinforce_learner_entry(),
   };
   return kLearners;

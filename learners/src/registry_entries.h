@@ -14,6 +14,10 @@ LearnerEntry ppo_learner_entry();
 LearnerEntry cross_entropy_learner_entry();
 LearnerEntry reinforce_learner_entry();
 
+// Neural learners (seq2seq_learners.cpp).
+LearnerEntry grl_learner_entry();
+LearnerEntry spotlight_learner_entry();
+
 // Baselines (baselines.cpp).
 BaselineEntry single_gpu_baseline_entry();
 BaselineEntry single_cpu_baseline_entry();

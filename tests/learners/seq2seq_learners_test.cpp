@@ -1,0 +1,228 @@
+// GRL (Mirhoseini et al. 2017) and Spotlight on the seq2seq policy: they learn a known optimum,
+// the objective rises over Spotlight's gradient steps, OOM follows the papers, results do not
+// depend on the trainer's batch size, and a stopped run resumes to exactly the uninterrupted one.
+#include "placelab/learners/seq2seq_learners.h"
+
+#include <filesystem>
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "placelab/graph/error.h"
+#include "placelab/learners/trainer.h"
+#include "toy.h"
+
+namespace placelab {
+namespace {
+
+using testing::AdditiveEnv;
+
+// A chain of `n` MatMul ops, one group each: the problem the learners see for an AdditiveEnv.
+struct ChainProblem {
+  OpGraph graph;
+  Grouping grouping;
+  PlacementProblem problem;
+  explicit ChainProblem(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      graph.add_op({.name = "op" + std::to_string(i), .type = "MatMul", .kernel = KernelSignature::gemm(8, 8, 8)});
+      if (i > 0) graph.add_edge(static_cast<OpId>(i - 1), static_cast<OpId>(i), {.bytes = 256});
+    }
+    grouping = testing::identity_grouping(n);
+    problem = describe_problem(graph, grouping);
+  }
+};
+
+GrlOptions small_grl() {
+  GrlOptions o;
+  o.hidden = 32;
+  return o;
+}
+SpotlightOptions small_spotlight() {
+  SpotlightOptions o;
+  o.hidden = 32;
+  o.learning_rate = 0.01;
+  return o;
+}
+
+double mean(const std::vector<CurvePoint>& c, std::size_t from, std::size_t to) {
+  double s = 0;
+  for (std::size_t i = from; i < to; ++i) s += c[i].step_time_s;
+  return s / static_cast<double>(to - from);
+}
+
+// Each learner's curve falls on a problem with a known optimum (the mean of its last 60 samples
+// closes at least 10 % of the gap from its first 60 to the optimum), and its best comes within
+// 20 % of the optimum. Paper defaults but a small hidden size, for speed.
+template <typename L, typename O>
+void expect_learns(O options, int64_t samples) {
+  const std::size_t G = 10, D = 3;
+  ChainProblem c(G);
+  AdditiveEnv env(testing::random_costs(G, D, 5));
+  L learner(SearchSpace{G, testing::device_range(D)}, c.problem, options, /*seed=*/3);
+  TrainerOptions t;
+  t.sample_budget = samples;
+  const TrainSummary s = train(learner, c.grouping, env, t);
+  const double first = mean(s.curve, 0, 60), last = mean(s.curve, s.curve.size() - 60, s.curve.size());
+  EXPECT_LT(last, first - 0.1 * (first - env.optimum())) << learner.name() << ": first 60 " << first << ", last 60 "
+                                                         << last << ", optimum " << env.optimum();
+  EXPECT_LT(s.best_step_time_s, 1.2 * env.optimum()) << learner.name();
+}
+
+TEST(Seq2SeqLearners, GrlLearnsAKnownOptimum) { expect_learns<GrlLearner>(small_grl(), 1200); }
+TEST(Seq2SeqLearners, SpotlightLearnsAKnownOptimum) {
+  SpotlightOptions o;
+  o.hidden = 32;
+  expect_learns<SpotlightLearner>(o, 600);
+}
+
+TEST(Seq2SeqLearners, SpotlightAscendsItsObjective) {
+  const std::size_t G = 6, D = 3;
+  ChainProblem c(G);
+  AdditiveEnv env(testing::random_costs(G, D, 8));
+  SpotlightLearner s(SearchSpace{G, testing::device_range(D)}, c.problem, small_spotlight(), 1);
+  s.set_sample_budget(10);
+  for (int round = 0; round < 2; ++round) {
+    const auto batch = s.propose(5);
+    ASSERT_EQ(batch.size(), 5u);
+    s.observe(batch, env.evaluate(batch));
+    ASSERT_EQ(s.last_objectives().size(), 10u);
+    EXPECT_GT(s.last_objectives().back(), s.last_objectives().front());
+  }
+  ASSERT_TRUE(s.mean_time().has_value());
+}
+
+TEST(Seq2SeqLearners, GrlTreatsOomAsTheFailingSignal) {
+  const std::size_t G = 4, D = 2;
+  ChainProblem c(G);
+  AdditiveEnv env(testing::random_costs(G, D, 9), /*capacity=*/3);  // all four on one device: OOM
+  GrlOptions o = small_grl();
+  o.samples_per_update = 4;
+  GrlLearner grl(SearchSpace{G, testing::device_range(D)}, c.problem, o, 2);
+  grl.set_sample_budget(100);
+  EXPECT_EQ(grl.baseline(), o.failing_signal);  // starts at the failing signal (more exploration)
+  const auto batch = grl.propose(4);
+  std::vector<Measurement> ms(4);
+  for (auto& m : ms) m.oom = true;
+  grl.observe(batch, ms);
+  EXPECT_DOUBLE_EQ(grl.baseline(), o.failing_signal);  // an OOM's reward is the failing signal
+}
+
+TEST(Seq2SeqLearners, LearningRateFollowsTheStaircase) {
+  ChainProblem c(3);
+  GrlOptions o = small_grl();
+  o.learning_rate = 0.1;  // the Hierarchical Planner's: × 0.95 every 50 samples after 400
+  GrlLearner grl(SearchSpace{3, testing::device_range(2)}, c.problem, o, 1);
+  EXPECT_DOUBLE_EQ(grl.learning_rate_at(399), 0.1);
+  EXPECT_DOUBLE_EQ(grl.learning_rate_at(449), 0.1);
+  EXPECT_DOUBLE_EQ(grl.learning_rate_at(450), 0.1 * 0.95);
+  EXPECT_DOUBLE_EQ(grl.learning_rate_at(560), 0.1 * std::pow(0.95, 3));
+}
+
+std::filesystem::path temp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("placelab_seq2seq_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::filesystem::remove(p);
+  return p;
+}
+
+class StopAt : public TrainerObserver {
+ public:
+  explicit StopAt(int64_t n) : n_(n) {}
+  void on_batch(const TrainerProgress& p) override { seen_ = p.samples; }
+  bool stop_requested() override { return seen_ >= n_; }
+
+ private:
+  int64_t n_, seen_ = 0;
+};
+
+void expect_identical(const TrainSummary& a, const TrainSummary& b) {
+  ASSERT_EQ(a.curve.size(), b.curve.size());
+  for (std::size_t i = 0; i < a.curve.size(); ++i) EXPECT_EQ(a.curve[i].step_time_s, b.curve[i].step_time_s) << i;
+  EXPECT_EQ(a.best_step_time_s, b.best_step_time_s);
+  EXPECT_EQ(a.best_placement, b.best_placement);
+}
+
+// Stopped mid-update (trainer batches of 3 against updates of 12 or 5) and resumed from the
+// checkpoint, each learner ends bit-identical to an uninterrupted run; so does a run whose trainer
+// asks for a different batch size.
+template <typename L, typename O>
+void expect_resumes_exactly(O options, const std::string& tag) {
+  const std::size_t G = 7, D = 3;
+  ChainProblem c(G);
+  const auto costs = testing::random_costs(G, D, 11);
+  const SearchSpace space{G, testing::device_range(D)};
+  TrainerOptions t;
+  t.sample_budget = 96;
+  t.batch_size = 3;
+  AdditiveEnv env1(costs);
+  L whole(space, c.problem, options, 4);
+  const TrainSummary uninterrupted = train(whole, c.grouping, env1, t);
+
+  TrainerOptions other = t;
+  other.batch_size = 12;
+  AdditiveEnv env2(costs);
+  L batched(space, c.problem, options, 4);
+  expect_identical(train(batched, c.grouping, env2, other), uninterrupted);
+
+  t.checkpoint_every = 40;
+  t.checkpoint_path = temp_path(tag + ".json");
+  t.resume = true;
+  AdditiveEnv env3(costs);
+  L first(space, c.problem, options, 4);
+  StopAt stop(33);  // mid-update for both: 33 = 2·12 + 9 = 6·5 + 3
+  const TrainSummary stopped = train(first, c.grouping, env3, t, nullptr, &stop);
+  ASSERT_EQ(stopped.status, TrainSummary::Status::kStopped);
+  L second(space, c.problem, options, 4);
+  const TrainSummary resumed = train(second, c.grouping, env3, t);
+  EXPECT_EQ(resumed.resumed_from, stopped.samples);
+  expect_identical(resumed, uninterrupted);
+}
+
+TEST(Seq2SeqLearners, GrlResumesExactlyAndIgnoresTheTrainersBatch) {
+  GrlOptions o = small_grl();
+  o.lr_decay_after = 20;  // the schedule and the feasible-only switch inside the run
+  o.feasible_only_after = 40;
+  expect_resumes_exactly<GrlLearner>(o, "grl");
+}
+
+TEST(Seq2SeqLearners, SpotlightResumesExactlyAndIgnoresTheTrainersBatch) {
+  expect_resumes_exactly<SpotlightLearner>(small_spotlight(), "spotlight");
+}
+
+TEST(Seq2SeqLearners, StateOfAnotherLearnerOrShapeIsRejected) {
+  ChainProblem c(5);
+  const SearchSpace space{5, testing::device_range(2)};
+  GrlLearner a(space, c.problem, small_grl(), 1);
+  SpotlightLearner s(space, c.problem, small_spotlight(), 1);
+  EXPECT_THROW(s.load_state(a.save_state()), InputError);
+  GrlOptions bigger = small_grl();
+  bigger.hidden = 48;
+  GrlLearner b(space, c.problem, bigger, 1);
+  EXPECT_THROW(b.load_state(a.save_state()), InputError);
+  GrlLearner same(space, c.problem, small_grl(), 9);
+  same.load_state(a.save_state());
+  EXPECT_EQ(same.save_state(), a.save_state());
+}
+
+TEST(Seq2SeqLearners, TooManyGroupsIsAnInputError) {
+  ChainProblem c(kMaxSeq2SeqGroups + 1);
+  try {
+    GrlLearner g(SearchSpace{c.problem.num_groups, testing::device_range(2)}, c.problem, small_grl(), 1);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("coarser grouping"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Seq2SeqLearners, BadOptionsNameTheField) {
+  GrlOptions o;
+  o.attention = "sideways";
+  EXPECT_THROW(o.validate(), InputError);
+  SpotlightOptions s;
+  s.sga_steps = 0;
+  EXPECT_THROW(s.validate(), InputError);
+}
+
+}  // namespace
+}  // namespace placelab
