@@ -8,23 +8,14 @@
 #include "option_table.h"
 #include "placelab/graph/error.h"
 #include "registry_entries.h"
+#include "require.h"
 #include "state_json.h"
 
 namespace placelab {
 
-namespace {
+using detail::num;
+using detail::require;
 
-std::string num(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
-
-void require(bool ok, const char* owner, const char* field, const std::string& value, const char* rule) {
-  if (!ok) throw InputError(std::string(owner) + "." + field + " = " + value + ": " + rule);
-}
-
-}  // namespace
 
 // ---- SearchSpace -------------------------------------------------------------------------------
 

@@ -4,27 +4,26 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/learners/nn/functions.h"
+#include "require.h"
 
 namespace placelab {
 
 using nn::Index;
 
 void Seq2SeqOptions::validate(const std::string& owner) const {
-  const auto fail = [&](const std::string& field, const std::string& value, const std::string& rule) {
-    throw InputError(owner + "." + field + " = " + value + ": " + rule);
-  };
-  if (hidden < 2 || hidden > 4096) fail("hidden", std::to_string(hidden), "must be in [2, 4096]");
-  if (bidirectional && hidden % 2 != 0)
-    fail("hidden", std::to_string(hidden), "must be even with a bidirectional encoder (half per direction)");
-  if (layers < 1 || layers > 8) fail("layers", std::to_string(layers), "must be in [1, 8]");
-  if (!(forget_bias >= -10 && forget_bias <= 10)) fail("forget_bias", std::to_string(forget_bias), "must be in [-10, 10]");
-  if (!(temperature > 0 && std::isfinite(temperature))) fail("temperature", std::to_string(temperature), "must be > 0");
-  if (!(tanh_constant >= 0 && std::isfinite(tanh_constant)))
-    fail("tanh_constant", std::to_string(tanh_constant), "must be >= 0 (0 = unbounded)");
-  if (hp_memory_pairing && !bidirectional)
-    fail("hp_memory_pairing", "true", "needs a bidirectional encoder");
-  if (hp_memory_pairing && attention == AttentionPlacement::kNone)
-    fail("hp_memory_pairing", "true", "needs attention");
+  using detail::num;
+  using detail::require;
+  require(hidden >= 2 && hidden <= 4096, owner, "hidden", std::to_string(hidden), "must be in [2, 4096]");
+  require(!bidirectional || hidden % 2 == 0, owner, "hidden", std::to_string(hidden),
+          "must be even with a bidirectional encoder (half per direction)");
+  require(layers >= 1 && layers <= 8, owner, "layers", std::to_string(layers), "must be in [1, 8]");
+  require(forget_bias >= -10 && forget_bias <= 10, owner, "forget_bias", num(forget_bias), "must be in [-10, 10]");
+  require(temperature > 0 && std::isfinite(temperature), owner, "temperature", num(temperature), "must be > 0");
+  require(tanh_constant >= 0 && std::isfinite(tanh_constant), owner, "tanh_constant", num(tanh_constant),
+          "must be >= 0 (0 = unbounded)");
+  require(!hp_memory_pairing || bidirectional, owner, "hp_memory_pairing", "true", "needs a bidirectional encoder");
+  require(!hp_memory_pairing || attention != AttentionPlacement::kNone, owner, "hp_memory_pairing", "true",
+          "needs attention");
 }
 
 template <typename T>

@@ -6,21 +6,15 @@
 #include "option_table.h"
 #include "placelab/graph/error.h"
 #include "registry_entries.h"
+#include "require.h"
 #include "state_json.h"
 
 namespace placelab {
 
+using detail::num;
+using detail::require;
+
 namespace {
-
-std::string num(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
-
-void require(bool ok, const std::string& owner, const char* field, const std::string& value, const char* rule) {
-  if (!ok) throw InputError(owner + "." + field + " = " + value + ": " + rule);
-}
 
 AttentionPlacement attention_from(const std::string& name) {
   if (name == "before") return AttentionPlacement::kBefore;

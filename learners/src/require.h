@@ -1,0 +1,26 @@
+// Private: the check every learner Options::validate() is made of, so that all of them word a
+// broken rule the same way — "<owner>.<field> = <value>: <rule>", the InputError format of
+// STYLE.md that the scenario reader prefixes with file:line.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "placelab/graph/error.h"
+
+namespace placelab::detail {
+
+// A number as a message shows it (six significant digits: "0.1", "1e-08").
+inline std::string num(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+inline void require(bool ok, std::string_view owner, std::string_view field, const std::string& value,
+                    std::string_view rule) {
+  if (!ok) throw InputError(std::string(owner) + "." + std::string(field) + " = " + value + ": " + std::string(rule));
+}
+
+}  // namespace placelab::detail
