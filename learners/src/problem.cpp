@@ -37,18 +37,11 @@ ShapeSlots output_shape(const KernelSignature& sig) {
 
 namespace {
 
-// The longest common '/'-separated prefix of two scopes.
-std::string common_scope(const std::string& a, const std::string& b) {
-  std::size_t end = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size() && a[i] == b[i]; ++i)
-    if (a[i] == '/') end = i;
-  if (a == b) return a;
-  return a.substr(0, end);
-}
-
-// An op's scope: its name without the last '/' component ("conv1/Conv2D" → "conv1"); a
-// top-level name is its own scope.
-std::string scope_of(const std::string& name) {
+// An op's scope: its name without the last '/' component ("conv1/Conv2D" → "conv1"), and without
+// TensorFlow's "gradients/" prefix, whose names mirror the forward scope
+// ("gradients/conv1/Conv2D_grad/x" → "conv1/Conv2D_grad"); a top-level name is its own scope.
+std::string scope_of(std::string name) {
+  if (name.rfind("gradients/", 0) == 0) name.erase(0, 10);
   const auto slash = name.rfind('/');
   return slash == std::string::npos ? name : name.substr(0, slash);
 }
@@ -97,8 +90,7 @@ PlacementProblem describe_problem(const OpGraph& graph, const Grouping& grouping
   p.group_output_bytes.assign(G, 0.0);
   p.group_persistent_bytes.assign(G, 0.0);
   std::vector<uint32_t> first_topo(G, UINT32_MAX);
-  std::vector<std::string> scope(G);
-  std::vector<bool> named(G, false);
+  std::vector<std::map<std::string, uint32_t>> prefixes(G);  // every scope prefix → member ops under it
   for (OpId v = 0; v < n; ++v) {
     const GroupId g = grouping.group_of(v);
     ++p.group_size[g];
@@ -109,8 +101,9 @@ PlacementProblem describe_problem(const OpGraph& graph, const Grouping& grouping
     p.group_persistent_bytes[g] += p.op_persistent_bytes[v];
     first_topo[g] = std::min(first_topo[g], p.op_topological_index[v]);
     const std::string s = scope_of(graph.op(v).name);
-    scope[g] = named[g] ? common_scope(scope[g], s) : s;
-    named[g] = true;
+    for (std::size_t slash = s.find('/'); slash != std::string::npos; slash = s.find('/', slash + 1))
+      ++prefixes[g][s.substr(0, slash)];
+    ++prefixes[g][s];
   }
 
   std::map<std::pair<GroupId, GroupId>, PlacementProblem::GroupEdge> edges;
@@ -129,11 +122,20 @@ PlacementProblem describe_problem(const OpGraph& graph, const Grouping& grouping
   std::stable_sort(p.topological_order.begin(), p.topological_order.end(),
                    [&](GroupId a, GroupId b) { return first_topo[a] < first_topo[b]; });
 
-  // Names: the common scope, or "group<k>" when the members share none; repeats get "#2", "#3"…
+  // Names: the deepest scope that holds at least 80 % of the members, with "+" when not all of
+  // them ("encoder/layer_3+": the layer with its optimizer updates and gradient sums); "group<k>"
+  // when none does; repeats get "#2", "#3"…
   std::map<std::string, int> uses;
   p.group_names.resize(G);
   for (GroupId g = 0; g < G; ++g) {
-    std::string name = scope[g].empty() ? "group" + std::to_string(g) : scope[g];
+    std::string name;
+    uint32_t count = 0;
+    for (const auto& [prefix, under] : prefixes[g]) {
+      const auto depth = [](const std::string& x) { return std::count(x.begin(), x.end(), '/'); };
+      if (5 * under >= 4 * p.group_size[g] && (name.empty() || depth(prefix) > depth(name))) name = prefix, count = under;
+    }
+    if (name.empty()) name = "group" + std::to_string(g);
+    else if (count < p.group_size[g]) name += "+";
     const int k = ++uses[name];
     p.group_names[g] = k == 1 ? name : name + "#" + std::to_string(k);
   }

@@ -79,6 +79,21 @@ TEST(Problem, FeatureMatrixFollowsTheDocumentedLayout) {
   EXPECT_DOUBLE_EQ(f(16, 0), 0.0);  // no persistent bytes
 }
 
+TEST(Problem, GroupNamesFollowTheForwardScope) {
+  OpGraph g;
+  for (const char* name : {"encoder/layer_0/t0/MatMul", "encoder/layer_0/t1/MatMul",
+                           "gradients/encoder/layer_0/t1/MatMul_grad/MatMul",            // group 0
+                           "decoder/x/y", "decoder/z/w", "decoder/z/v", "decoder/q", "loss",  // group 1
+                           "encoder/layer_1/MatMul", "encoder/layer_1/Add",                   // groups 2, 3
+                           "a/b", "c/d"})                                                      // group 4
+    g.add_op({.name = name, .type = "MatMul"});
+  const PlacementProblem p = describe_problem(g, Grouping({0, 0, 0, 1, 1, 1, 1, 1, 2, 3, 4, 4}));
+  // The layer with its gradient; four decoder ops and the loss ("+": not all); a repeat; no scope
+  // holding 80 % of the members.
+  EXPECT_EQ(p.group_names,
+            (std::vector<std::string>{"encoder/layer_0", "decoder+", "encoder/layer_1", "encoder/layer_1#2", "group4"}));
+}
+
 TEST(Problem, OutputShapeOfEachKernelClass) {
   EXPECT_EQ(output_shape(KernelSignature::conv2d(KernelClass::kConv2D, 32, 3, 299, 299, 32, 3, 3, 2, 0)),
             (ShapeSlots{32, 32, 149, 149, 0}));

@@ -51,7 +51,10 @@ struct PlacementProblem {
 
   // Per group (index = GroupId of the grouping).
   std::size_t num_groups = 0;
-  std::vector<std::string> group_names;        // the members' longest common scope, made unique
+  // The members' longest common scope, TensorFlow's "gradients/" prefix dropped (so a layer's
+  // group with its gradients is named by the layer); else the top-level scope most members are
+  // in, with "+"; made unique with "#2", "#3"…
+  std::vector<std::string> group_names;
   std::vector<uint32_t> group_size;            // ops in the group
   std::vector<double> group_type_counts;       // num_groups × op_types.size(), row-major
   std::vector<ShapeSlots> group_shape;         // member op_shape summed (the Hierarchical Planner's)
