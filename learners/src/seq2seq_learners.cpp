@@ -94,6 +94,8 @@ void SpotlightOptions::validate() const {
   require(beta >= 0 && std::isfinite(beta), o, "beta", num(beta), "must be >= 0");
   validate_adam(o, learning_rate, adam_beta1, adam_beta2, adam_epsilon, grad_clip);
   require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", num(oom_time_s), "must be > 0");
+  require(advantage == "seconds" || advantage == "relative", o, "advantage", advantage,
+          "must be one of seconds, relative");
 }
 
 // ---- Seq2SeqLearner ----------------------------------------------------------------------------
@@ -400,7 +402,8 @@ void SpotlightLearner::update() {
   double batch_mean = 0;
   for (double x : t) batch_mean += x / static_cast<double>(batch_size_);
   const double r_bar = mean_time().value_or(batch_mean);
-  for (std::size_t n = 0; n < batch_size_; ++n) advantage[n] = r_bar - t[n];
+  const double scale = options_.advantage == "relative" ? r_bar : 1.0;
+  for (std::size_t n = 0; n < batch_size_; ++n) advantage[n] = (r_bar - t[n]) / scale;
 
   forward_batch();
   const nn::Matrix<float> old_probs = policy_->probs();  // q: the policy that sampled the batch
@@ -504,6 +507,9 @@ const detail::OptionTable<SpotlightOptions>& spotlight_options() {
                        {"adam_epsilon", &O::adam_epsilon, "> 0", "Adam's epsilon"},
                        {"grad_clip", &O::grad_clip, ">= 0", "global gradient-norm bound; 0 = none"},
                        {"oom_time_s", &O::oom_time_s, "> 0", "step time an OOM placement counts as"},
+                       {"advantage", &O::advantage, "",
+                        "R-bar - R in seconds (the paper's form) or divided by R-bar (relative)",
+                        {"seconds", "relative"}},
                    }));
   return kTable;
 }

@@ -91,6 +91,34 @@ TEST(Seq2SeqLearners, SpotlightAscendsItsObjective) {
   ASSERT_TRUE(s.mean_time().has_value());
 }
 
+// With advantage: relative, Spotlight's update does not depend on the unit of time: times 8× as
+// long (a power of two, so the arithmetic is exact) give the same placements; in seconds they do not.
+TEST(Seq2SeqLearners, SpotlightRelativeAdvantageIsUnitFree) {
+  const std::size_t G = 6, D = 3;
+  ChainProblem c(G);
+  const auto costs = testing::random_costs(G, D, 12);
+  auto scaled = costs;
+  for (auto& row : scaled)
+    for (double& x : row) x *= 8;
+  auto run = [&](const std::string& advantage, const std::vector<std::vector<double>>& cost) {
+    SpotlightOptions o;
+    o.hidden = 16;
+    o.advantage = advantage;
+    SpotlightLearner s(SearchSpace{G, testing::device_range(D)}, c.problem, o, 5);
+    AdditiveEnv env(cost);
+    TrainerOptions t;
+    t.sample_budget = 100;
+    train(s, c.grouping, env, t);
+    return s.policy().params().values();
+  };
+  // The weights after 100 samples (20 updates) are the same to the bit.
+  EXPECT_TRUE(run("relative", costs) == run("relative", scaled));
+  EXPECT_FALSE(run("seconds", costs) == run("seconds", scaled));  // in seconds the KL term weighs 8× less
+  SpotlightOptions bad;
+  bad.advantage = "percent";
+  EXPECT_THROW(bad.validate(), InputError);
+}
+
 TEST(Seq2SeqLearners, GrlTreatsOomAsTheFailingSignal) {
   const std::size_t G = 4, D = 2;
   ChainProblem c(G);
