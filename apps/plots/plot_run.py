@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Plots of a placelab run folder (called by `placelab run` and `placelab report`).
 
-learning_curves.png: per learner, the average step time of each batch of samples and the best
-step time found so far, mean over seeds (like Post's Figure 2), with the baselines as dashed lines.
+learning_curves.png: per learner, the average step time of each batch of samples (those that fit
+in memory: OOM placements have no time) and the best step time found so far, mean over seeds (like
+Post's Figure 2), with the baselines as dashed lines.
 timeline.png: the simulated step of the best placement, one row per device stream and per link
 that carried data.
 
@@ -71,7 +72,7 @@ def learning_curves(run_dir, summary):
         last_value = value
         ax_best.annotate(", ".join(names), (1.0, value), xycoords=("axes fraction", "data"),
                          xytext=(3, lift), textcoords="offset points", fontsize=7, va="center", color="gray")
-    for ax, title in ((ax_avg, "average step time per batch"), (ax_best, "best step time so far")):
+    for ax, title in ((ax_avg, "average step time per batch (placements that fit)"), (ax_best, "best step time so far")):
         ax.set_title(title)
         ax.set_xlabel("samples")
         ax.grid(alpha=0.3)
