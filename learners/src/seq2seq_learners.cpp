@@ -508,8 +508,8 @@ const detail::OptionTable<SpotlightOptions>& spotlight_options() {
                        {"grad_clip", &O::grad_clip, ">= 0", "global gradient-norm bound; 0 = none"},
                        {"oom_time_s", &O::oom_time_s, "> 0", "step time an OOM placement counts as"},
                        {"advantage", &O::advantage, "",
-                        "R-bar - R in seconds (the paper's form) or divided by R-bar (relative)",
-                        {"seconds", "relative"}},
+                        "R-bar - R divided by R-bar (relative), or in seconds as Eq. 15 writes it",
+                        {"relative", "seconds"}},
                    }));
   return kTable;
 }
