@@ -9,21 +9,10 @@
 #include "placelab/graph/error.h"
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/verify.h"
+#include "test_machines.h"
 
 namespace placelab {
 namespace {
-
-Machine cpus(int n, int64_t memory_bytes = int64_t{1} << 32) {
-  Machine m;
-  m.name = "cpus";
-  for (int i = 0; i < n; ++i)
-    m.devices.push_back({.name = "cpu:" + std::to_string(i), .kind = DeviceKind::kCpu, .peak_flops = 1e10,
-                         .memory_bandwidth_Bps = 1e10, .memory_bytes = memory_bytes, .streams = 1});
-  for (int i = 1; i < n; ++i)
-    m.links.push_back({.a = "cpu:0", .b = "cpu:" + std::to_string(i), .kind = LinkKind::kMemory, .bandwidth_Bps = 1e10});
-  m.finalize();
-  return m;
-}
 
 // A small training-step-like graph: a diamond of real kernels plus a control edge.
 //   x(gemm) → a(conv) → c(elementwise) → d(softmax)
@@ -100,21 +89,6 @@ TEST(CpuExecutor, CopiesTensorsThatCrossDevicesOncePerProducerAndDevice) {
     EXPECT_GT(meas.step_time_s, 0);
   }
   EXPECT_EQ(env.last_result().copies_per_step, 3);
-}
-
-TEST(CpuExecutor, ParallelBranchesOnTwoDevicesOverlap) {
-  // Two independent heavy GEMMs: on two devices they run at the same time. Loose bound (a shared
-  // 2-core CI machine): the kernels' intervals intersect.
-  if (cpu::available_cores().size() < 2) GTEST_SKIP() << "needs two cores to run two devices at once";
-  OpGraph g;
-  g.add_op({.name = "g0", .type = "MatMul", .kernel = KernelSignature::gemm(384, 384, 384)});
-  g.add_op({.name = "g1", .type = "MatMul", .kernel = KernelSignature::gemm(384, 384, 384)});
-  Machine m = cpus(2);
-  CpuExecutor exec(g, m, {.steps = 5, .device_cores = cpu::default_device_cores(2)});
-  ExecutionResult r = exec.run(Placement{0, 1});
-  EXPECT_LT(r.op_start_s[1], r.op_end_s[0]);
-  EXPECT_LT(r.op_start_s[0], r.op_end_s[1]);
-  EXPECT_EQ(r.copies_per_step, 0);
 }
 
 TEST(CpuExecutor, InterleavedRoundsTakeTheMedianAndSkipOomPlacements) {
