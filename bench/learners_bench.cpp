@@ -8,8 +8,16 @@
 //    iteration draws an update's placements and runs the update, so 1 / items_per_second is one
 //    sample plus its share of the update (targets: ≤ 0.2 s at hidden 512, ≤ 20 ms at hidden 128).
 //
+//  - The learned groupers on the papers' largest graph, GNMT (4 layers, batch 256: 43,932 ops,
+//    43,884 colocation units), 256 groups and 64 hidden units (the Hierarchical Planner's and
+//    EAGLE's settings): BM_GrouperForwardBackward, a forward pass over every unit and the backward
+//    pass of one grouping's policy gradient (target ≤ 100 ms); BM_GrouperSample, one grouping
+//    drawn from a forward pass already made; BM_MergeUnits, a drawn grouping turned into the
+//    placer's input (merge_units, then the 256 groups' feature matrix).
+//
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Train/post
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Seq2SeqSample
+//   taskset -c 1 build/bench/learners_bench --benchmark_filter='BM_Grouper|BM_MergeUnits'
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -18,6 +26,7 @@
 
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
+#include "placelab/learners/grouper.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/learners/problem.h"
 #include "placelab/learners/registry.h"
@@ -146,6 +155,65 @@ const int kRegistered = [] {
   }
   return 0;
 }();
+
+struct GnmtSetup {
+  models::Model model = models::make_model(models::ModelSpec::parse("gnmt"));
+  Grouping units = make_grouping(model.graph, "colocation");
+  PlacementProblem problem = describe_problem(model.graph, units);
+  nn::Matrix<float> X = unit_feature_matrix<float>(problem);
+};
+
+const GnmtSetup& gnmt() {
+  static const GnmtSetup s;
+  return s;
+}
+
+void BM_GrouperForwardBackward(benchmark::State& state) {
+  const GnmtSetup& s = gnmt();
+  Rng rng(1);
+  FeedForwardGrouper<float> grouper(GrouperOptions{}, s.X.rows(), rng);
+  std::vector<std::vector<GroupId>> drawn(1);
+  const std::vector<double> coefficient{-0.5};
+  grouper.forward(s.X);
+  grouper.sample(rng, drawn[0]);
+  for (auto _ : state) {
+    grouper.params().zero_grad();
+    grouper.forward(s.X);
+    grouper.backward(s.X, drawn, coefficient);
+  }
+  state.counters["units"] = static_cast<double>(s.X.cols());
+  state.counters["features"] = static_cast<double>(s.X.rows());
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_GrouperSample(benchmark::State& state) {
+  const GnmtSetup& s = gnmt();
+  Rng rng(1);
+  FeedForwardGrouper<float> grouper(GrouperOptions{}, s.X.rows(), rng);
+  grouper.forward(s.X);
+  std::vector<GroupId> assignment;
+  for (auto _ : state) benchmark::DoNotOptimize(grouper.sample(rng, assignment));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_MergeUnits(benchmark::State& state) {
+  const GnmtSetup& s = gnmt();
+  Rng rng(1);
+  FeedForwardGrouper<float> grouper(GrouperOptions{}, s.X.rows(), rng);
+  grouper.forward(s.X);
+  std::vector<GroupId> assignment;
+  grouper.sample(rng, assignment);
+  for (auto _ : state) {
+    const PlacementProblem groups = merge_units(s.problem, assignment, grouper.num_groups());
+    nn::Matrix<float> input = group_feature_matrix<float>(groups, groups.topological_order);
+    benchmark::DoNotOptimize(input.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_GrouperForwardBackward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrouperSample)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MergeUnits)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace placelab

@@ -207,15 +207,7 @@ void Seq2SeqPolicy<T>::decode_step(Index s, DecodeMode mode, std::vector<uint16_
   for (Index b = 0; b < B; ++b) {
     uint16_t& choice = choices[static_cast<std::size_t>(b * S + s)];
     if (mode == DecodeMode::kSample) {
-      // Inverse CDF in double; the last device takes any rounding remainder.
-      const double r = uniform01(*rng);
-      double acc = 0;
-      Index d = 0;
-      for (; d + 1 < D; ++d) {
-        acc += static_cast<double>(p(d, b));
-        if (r < acc) break;
-      }
-      choice = static_cast<uint16_t>(d);
+      choice = static_cast<uint16_t>(nn::sample_category(p.col(b).data(), D, uniform01(*rng)));
     } else if (mode == DecodeMode::kGreedy) {
       Index best = 0;
       logits_step_.col(b).maxCoeff(&best);

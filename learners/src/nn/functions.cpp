@@ -23,6 +23,17 @@ void log_softmax_columns(const In<T>& Z, Out<T> L) {
 }
 
 template <typename T>
+void softmax_and_log_columns(const In<T>& Z, Out<T> P, Out<T> L) {
+  for (Index c = 0; c < Z.cols(); ++c) {
+    const T mx = Z.col(c).maxCoeff();
+    P.col(c).array() = (Z.col(c).array() - mx).exp();
+    const T sum = P.col(c).sum();
+    P.col(c) *= T(1) / sum;
+    L.col(c).array() = Z.col(c).array() - (mx + std::log(sum));
+  }
+}
+
+template <typename T>
 void shape_logits(const In<T>& Z, T temperature, T tanh_constant, Out<T> Y) {
   PLACELAB_CHECK(temperature > 0) << "temperature " << temperature;
   if (tanh_constant > 0) Y.array() = tanh_constant * (Z.array() / temperature).tanh();
@@ -39,6 +50,7 @@ void shape_logits_backward(const In<T>& Y, const In<T>& dY, T temperature, T tan
 #define PLACELAB_NN_FUNCTIONS(T)                                       \
   template void softmax_columns<T>(const In<T>&, Out<T>);             \
   template void log_softmax_columns<T>(const In<T>&, Out<T>);         \
+  template void softmax_and_log_columns<T>(const In<T>&, Out<T>, Out<T>); \
   template void shape_logits<T>(const In<T>&, T, T, Out<T>);           \
   template void shape_logits_backward<T>(const In<T>&, const In<T>&, T, T, Out<T>);
 PLACELAB_NN_FUNCTIONS(float)
