@@ -142,9 +142,11 @@ PlacementProblem describe_problem(const OpGraph& graph, const Grouping& grouping
   return p;
 }
 
-nn::Index group_feature_size(const PlacementProblem& p) {
-  return static_cast<nn::Index>(2 * p.num_groups + p.op_types.size() + kShapeSlots + 3);
+nn::Index group_feature_size(std::size_t groups, std::size_t op_types) {
+  return static_cast<nn::Index>(2 * groups + op_types + kShapeSlots + 3);
 }
+
+nn::Index group_feature_size(const PlacementProblem& p) { return group_feature_size(p.num_groups, p.op_types.size()); }
 
 template <typename T>
 nn::Matrix<T> group_feature_matrix(const PlacementProblem& p, std::span<const GroupId> order) {

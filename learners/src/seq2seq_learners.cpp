@@ -6,6 +6,7 @@
 #include "option_table.h"
 #include "placelab/graph/error.h"
 #include "registry_entries.h"
+#include "seq2seq_options.h"
 #include "require.h"
 #include "state_json.h"
 
@@ -60,8 +61,7 @@ void validate_adam(const std::string& o, double lr, double b1, double b2, double
 }
 }  // namespace
 
-void GrlOptions::validate() const {
-  const std::string o = "grl";
+void GrlOptions::validate(const std::string& o) const {
   validate_policy(o);
   require(samples_per_update >= 1 && samples_per_update <= 1024, o, "samples_per_update",
           std::to_string(samples_per_update), "must be in [1, 1024]");
@@ -116,15 +116,44 @@ SearchSpace checked(SearchSpace space, const PlacementProblem& problem, const st
 
 Seq2SeqLearner::Seq2SeqLearner(SearchSpace space, const PlacementProblem& problem, const Seq2SeqPolicyOptions& policy,
                                std::size_t batch_size, nn::AdamOptions adam, const std::string& owner, uint64_t seed)
-    : space_(checked(std::move(space), problem, owner)), policy_options_(policy), rng_(seed), batch_size_(batch_size) {
+    : space_(checked(std::move(space), problem, owner)),
+      policy_options_(policy),
+      steps_(space_.num_groups),
+      rng_(seed),
+      adam_options_(adam),
+      batch_size_(batch_size) {
   policy.validate_policy(owner);
   if (policy.order == "topological") order_ = problem.topological_order;
   else
     for (GroupId g = 0; g < problem.num_groups; ++g) order_.push_back(g);
   if (policy.inputs == "features") inputs_ = group_feature_matrix<float>(problem, order_);
-  const auto G = static_cast<nn::Index>(space_.num_groups), D = static_cast<nn::Index>(space_.devices.size());
-  policy_ = std::make_unique<Seq2SeqPolicy<float>>(policy.seq2seq(), inputs_.rows(), G, D, rng_);
-  adam_ = nn::Adam<float>(policy_->params(), adam);
+  make_policy(inputs_.rows());
+}
+
+Seq2SeqLearner::Seq2SeqLearner(SearchSpace space, std::size_t decoded_groups, nn::Index input_rows,
+                               const Seq2SeqPolicyOptions& policy, std::size_t batch_size, nn::AdamOptions adam,
+                               const std::string& owner, uint64_t seed)
+    : space_((space.validate(), std::move(space))),
+      policy_options_(policy),
+      steps_(decoded_groups),
+      rng_(seed),
+      adam_options_(adam),
+      batch_size_(batch_size) {
+  policy.validate_policy(owner);
+  PLACELAB_CHECK(decoded_groups >= 1 && decoded_groups <= kMaxSeq2SeqGroups) << owner << ": " << decoded_groups << " groups";
+  make_policy(input_rows);
+}
+
+void Seq2SeqLearner::make_policy(nn::Index input_rows) {
+  const auto G = static_cast<nn::Index>(steps_), D = static_cast<nn::Index>(space_.devices.size());
+  policy_ = std::make_unique<Seq2SeqPolicy<float>>(policy_options_.seq2seq(), input_rows, G, D, rng_);
+  for (nn::Param<float>* p : policy_->params().params()) params_.add(*p);
+  adam_ = nn::Adam<float>(params_, adam_options_);
+}
+
+void Seq2SeqLearner::add_trainable(nn::ParamSet<float>& more) {
+  for (nn::Param<float>* p : more.params()) params_.add(*p);
+  adam_ = nn::Adam<float>(params_, adam_options_);
 }
 
 Seq2SeqLearner::~Seq2SeqLearner() = default;
@@ -134,7 +163,7 @@ void Seq2SeqLearner::set_sample_budget(int64_t samples) {
   budget_ = samples;
 }
 
-Placement Seq2SeqLearner::to_placement(std::span<const uint16_t> choice) const {
+Placement Seq2SeqLearner::to_placement(std::span<const uint16_t> choice, std::size_t) const {
   Placement p(space_.num_groups);
   for (std::size_t i = 0; i < choice.size(); ++i) p[order_[i]] = space_.devices[choice[i]];
   return p;
@@ -145,6 +174,7 @@ std::vector<Placement> Seq2SeqLearner::propose(std::size_t max_count) {
   PLACELAB_CHECK(handed_out_ == observed_) << "propose before the last proposal was observed";
   if (handed_out_ == 0) {
     // A new batch: every placement of the update from one forward pass.
+    prepare_batch();
     const bool noisy = policy_options_.logit_noise > 0 && samples_seen_ < policy_options_.noise_until;
     policy_->forward(inputs_, static_cast<nn::Index>(batch_size_), DecodeMode::kSample, choices_, noise_,
                      noisy ? policy_options_.logit_noise : 0.0, &rng_);
@@ -153,10 +183,10 @@ std::vector<Placement> Seq2SeqLearner::propose(std::size_t max_count) {
     oom_.clear();
   }
   const std::size_t count = std::min(max_count, batch_size_ - handed_out_);
-  const std::size_t G = space_.num_groups;
+  const std::size_t G = steps_;
   std::vector<Placement> out;
   for (std::size_t i = 0; i < count; ++i)
-    out.push_back(to_placement(std::span<const uint16_t>(choices_).subspan((handed_out_ + i) * G, G)));
+    out.push_back(to_placement(std::span<const uint16_t>(choices_).subspan((handed_out_ + i) * G, G), handed_out_ + i));
   handed_out_ += count;
   return out;
 }
@@ -164,10 +194,10 @@ std::vector<Placement> Seq2SeqLearner::propose(std::size_t max_count) {
 void Seq2SeqLearner::observe(std::span<const Placement> group_placements, std::span<const Measurement> measurements) {
   PLACELAB_CHECK(group_placements.size() == measurements.size()) << "placements and measurements differ in number";
   PLACELAB_CHECK(observed_ + group_placements.size() == handed_out_) << "observe what the last propose returned";
-  const std::size_t G = space_.num_groups;
+  const std::size_t G = steps_;
   for (std::size_t i = 0; i < group_placements.size(); ++i) {
     PLACELAB_CHECK(group_placements[i] ==
-                   to_placement(std::span<const uint16_t>(choices_).subspan((observed_ + i) * G, G)))
+                   to_placement(std::span<const uint16_t>(choices_).subspan((observed_ + i) * G, G), observed_ + i))
         << "observe: placement " << observed_ + i << " is not the one proposed";
     times_.push_back(measurements[i].step_time_s);
     oom_.push_back(measurements[i].oom ? 1 : 0);
@@ -187,7 +217,7 @@ Placement Seq2SeqLearner::mode() const {
   nn::Matrix<float> no_noise;
   policy_->forward(inputs_, 1, DecodeMode::kGreedy, choice, no_noise);
   activations_current_ = false;
-  return to_placement(choice);
+  return to_placement(choice, 0);
 }
 
 void Seq2SeqLearner::forward_batch() {
@@ -197,13 +227,13 @@ void Seq2SeqLearner::forward_batch() {
 }
 
 void Seq2SeqLearner::descend(double learning_rate, double grad_clip) {
-  nn::clip_grad_norm(policy_->params(), grad_clip);
+  nn::clip_grad_norm(params_, grad_clip);
   adam_.step(learning_rate);
   activations_current_ = false;
 }
 
 void Seq2SeqLearner::log_prob_gradient(std::span<const double> weights, nn::Matrix<float>& dlogits) const {
-  const auto G = static_cast<nn::Index>(space_.num_groups), B = static_cast<nn::Index>(batch_size_);
+  const auto G = static_cast<nn::Index>(steps_), B = static_cast<nn::Index>(batch_size_);
   const nn::Matrix<float>& p = policy_->probs();
   dlogits.resize(p.rows(), p.cols());
   for (nn::Index s = 0; s < G; ++s)
@@ -221,7 +251,7 @@ std::string Seq2SeqLearner::save_state() const {
   j["learner"] = name();
   j["num_groups"] = space_.num_groups;
   j["devices"] = space_.devices;
-  const std::vector<float> w = policy_->params().values();
+  const std::vector<float> w = params_.values();
   j["weights"] = detail::floats_to_base64(w.data(), w.size());
   const std::vector<float> m = adam_.first_moments(), v = adam_.second_moments();
   j["adam_m"] = detail::floats_to_base64(m.data(), m.size());
@@ -252,14 +282,14 @@ void Seq2SeqLearner::load_state(const std::string& state) {
         j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
       throw InputError("learner state: num_groups/devices: must match the learner's search space");
     const std::vector<float> w = detail::floats_from_base64(j.at("weights").get<std::string>(), "learner state: weights");
-    if (static_cast<nn::Index>(w.size()) != policy_->params().num_values())
+    if (static_cast<nn::Index>(w.size()) != params_.num_values())
       throw InputError("learner state: weights: " + std::to_string(w.size()) + " values for a policy of " +
-                       std::to_string(policy_->params().num_values()) + " (other options?)");
+                       std::to_string(params_.num_values()) + " (other options?)");
     const std::vector<float> m = detail::floats_from_base64(j.at("adam_m").get<std::string>(), "learner state: adam_m");
     const std::vector<float> v = detail::floats_from_base64(j.at("adam_v").get<std::string>(), "learner state: adam_v");
     if (!adam_.set_state(m, v, j.at("adam_t").get<int64_t>()))
       throw InputError("learner state: adam_m/adam_v/adam_t: must match the policy's parameters");
-    policy_->params().set_values(w);
+    params_.set_values(w);
     rng_ = detail::rng_from_string(j.at("rng").get<std::string>());
     budget_ = j.at("budget").get<int64_t>();
     samples_seen_ = j.at("samples_seen").get<int64_t>();
@@ -267,7 +297,7 @@ void Seq2SeqLearner::load_state(const std::string& state) {
     observed_ = j.at("observed").get<std::size_t>();
     times_ = detail::unbits_vector(j.at("times"));
     oom_ = j.at("oom").get<std::vector<uint8_t>>();
-    const std::size_t G = space_.num_groups, D = space_.devices.size();
+    const std::size_t G = steps_, D = space_.devices.size();
     if (handed_out_ > batch_size_ || observed_ > handed_out_ || times_.size() != observed_ || oom_.size() != observed_)
       throw InputError("learner state: the pending batch is inconsistent with samples_per_update = " +
                        std::to_string(batch_size_));
@@ -300,6 +330,14 @@ GrlLearner::GrlLearner(SearchSpace space, const PlacementProblem& problem, GrlOp
       options_(std::move(options)),
       baseline_(options_.failing_signal) {}
 
+GrlLearner::GrlLearner(SearchSpace space, std::size_t decoded_groups, nn::Index input_rows, GrlOptions options,
+                       const std::string& owner, uint64_t seed)
+    : Seq2SeqLearner(std::move(space), decoded_groups, input_rows, static_cast<const Seq2SeqPolicyOptions&>(options),
+                     static_cast<std::size_t>(options.samples_per_update),
+                     {options.adam_beta1, options.adam_beta2, options.adam_epsilon}, owner, seed),
+      options_(std::move(options)),
+      baseline_(options_.failing_signal) {}
+
 double GrlLearner::learning_rate_at(int64_t samples) const {
   // The Hierarchical Planner's exponential_decay(staircase=True), counted in samples (its code
   // takes one placement per step).
@@ -325,8 +363,9 @@ void GrlLearner::update() {
     forward_batch();
     nn::Matrix<float> dlogits;
     log_prob_gradient(weight, dlogits);
-    policy_->params().zero_grad();
+    params_.zero_grad();
     policy_->backward(dlogits);
+    backward_extra(weight);
     descend(learning_rate_at(start), options_.grad_clip);
   }
   for (std::size_t n = 0; n < batch_size_; ++n)
@@ -367,7 +406,7 @@ double SpotlightLearner::objective(const nn::Matrix<float>& old_probs, std::span
   // Eq. 15 averaged over the N stages and the K placements:
   //   G = 1/(K·N) Σ_n Σ_s [ q'(a)/q(a) · A_n − β KL(q_s ‖ q'_s) ],
   // and its gradient in the new logits z': A_n r (e_a − q') − β (q' − q), r = q'(a)/q(a).
-  const auto N = static_cast<nn::Index>(space_.num_groups), K = static_cast<nn::Index>(batch_size_);
+  const auto N = static_cast<nn::Index>(steps_), K = static_cast<nn::Index>(batch_size_);
   const nn::Matrix<float>& q = policy_->probs();
   const nn::Index D = q.rows();
   const double scale = 1.0 / static_cast<double>(N * K), beta = options_.beta;
@@ -412,7 +451,7 @@ void SpotlightLearner::update() {
   for (int step = 0; step < options_.sga_steps; ++step) {
     forward_batch();
     objectives_.push_back(objective(old_probs, advantage, &dlogits));
-    policy_->params().zero_grad();
+    params_.zero_grad();
     policy_->backward(dlogits);
     descend(options_.learning_rate, options_.grad_clip);
   }
@@ -441,63 +480,15 @@ void SpotlightLearner::load_extra(const std::string& json) {
 
 namespace {
 
-// The policy options every seq2seq learner takes (Seq2SeqPolicyOptions), for its OptionTable.
-template <typename O>
-std::vector<typename detail::OptionTable<O>::Field> policy_fields() {
-  return {
-      {"hidden", &O::hidden, "in [2, 4096] and even when bidirectional", "LSTM units of the encoder (split over both directions) and decoder"},
-      {"layers", &O::layers, "in [1, 8]", "stacked LSTM layers in encoder and decoder"},
-      {"bidirectional", &O::bidirectional, "", "the encoder reads the groups both ways"},
-      {"attention", &O::attention, "", "content attention after the decoder LSTM (Mirhoseini), before it (EAGLE), or none",
-       {"after", "before", "none"}},
-      {"inputs", &O::inputs, "",
-       "what the encoder reads per group: its features (op-type counts, output shapes, adjacency; docs/learners.md) "
-       "or a learned embedding of its name (Spotlight)",
-       {"features", "names"}},
-      {"order", &O::order, "", "the order groups are read and placed in", {"topological", "id"}},
-      {"temperature", &O::temperature, "> 0", "logits are divided by it"},
-      {"tanh_constant", &O::tanh_constant, ">= 0", "logits bounded to C·tanh(logits/temperature); 0 = unbounded"},
-      {"logit_noise", &O::logit_noise, ">= 0", "Gaussian logit noise while sampling, std = this × the logits' RMS; 0 = none"},
-      {"noise_until", &O::noise_until, ">= 0", "samples after which sampling is noise-free"},
-      {"forget_bias", &O::forget_bias, "in [-10, 10]", "initial forget-gate bias of every LSTM"},
-      {"hp_memory_pairing", &O::hp_memory_pairing, "",
-       "attention memory as the Hierarchical Planner's code builds it (forward state i with backward state N-1-i)"},
-      {"uniform_start", &O::uniform_start, "", "zero output layer: every group starts uniform over the devices"},
-  };
-}
-
-template <typename O>
-std::vector<typename detail::OptionTable<O>::Field> with_policy(std::vector<typename detail::OptionTable<O>::Field> own) {
-  auto fields = policy_fields<O>();
-  own.insert(own.end(), fields.begin(), fields.end());
-  return own;
-}
-
 const detail::OptionTable<GrlOptions>& grl_options() {
-  using O = GrlOptions;
-  static const detail::OptionTable<O> kTable(
-      "grl", with_policy<O>({
-                 {"samples_per_update", &O::samples_per_update, "in [1, 1024]", "K placements per REINFORCE update"},
-                 {"learning_rate", &O::learning_rate, "> 0", "Adam's step size before decay"},
-                 {"lr_decay", &O::lr_decay, "in (0, 1]", "learning rate × this every lr_decay_every samples ..."},
-                 {"lr_decay_every", &O::lr_decay_every, ">= 1", "... (staircase) ..."},
-                 {"lr_decay_after", &O::lr_decay_after, ">= 0", "... once this many samples are drawn"},
-                 {"adam_beta1", &O::adam_beta1, "in [0, 1)", "Adam's first-moment decay"},
-                 {"adam_beta2", &O::adam_beta2, "in [0, 1)", "Adam's second-moment decay"},
-                 {"adam_epsilon", &O::adam_epsilon, "> 0", "Adam's epsilon"},
-                 {"grad_clip", &O::grad_clip, ">= 0", "global gradient-norm bound; 0 = none"},
-                 {"baseline_decay", &O::baseline_decay, "in [0, 1)", "B <- decay*B + (1-decay)*sqrt(T) per sample"},
-                 {"failing_signal", &O::failing_signal, "> 0", "sqrt(T) of an OOM placement; the baseline starts here"},
-                 {"feasible_only_after", &O::feasible_only_after, ">= 0",
-                  "samples after which only placements that ran update the policy and the baseline"},
-             }));
+  static const detail::OptionTable<GrlOptions> kTable("grl", detail::with_policy<GrlOptions>(detail::grl_fields<GrlOptions>()));
   return kTable;
 }
 
 const detail::OptionTable<SpotlightOptions>& spotlight_options() {
   using O = SpotlightOptions;
   static const detail::OptionTable<O> kTable(
-      "spotlight", with_policy<O>({
+      "spotlight", detail::with_policy<O>({
                        {"samples_per_update", &O::samples_per_update, "in [1, 1024]", "placements per iteration"},
                        {"sga_steps", &O::sga_steps, "in [1, 1000]", "gradient-ascent steps on Eq. 15 per iteration"},
                        {"beta", &O::beta, ">= 0", "KL penalty coefficient"},

@@ -88,7 +88,8 @@ PlacementProblem describe_problem(const OpGraph& graph, const Grouping& grouping
 //                     divided by its largest value over the groups (0 when that is 0).
 template <typename T>
 nn::Matrix<T> group_feature_matrix(const PlacementProblem& problem, std::span<const GroupId> order);
-// Its row count for a problem.
+// Its row count for a problem, and for `groups` groups over `op_types` op types.
 nn::Index group_feature_size(const PlacementProblem& problem);
+nn::Index group_feature_size(std::size_t groups, std::size_t op_types);
 
 }  // namespace placelab

@@ -71,7 +71,7 @@ struct GrlOptions : Seq2SeqPolicyOptions {
   double baseline_decay = 0.9;         // B ← decay·B + (1−decay)·√T per sample
   double failing_signal = 10.0;        // √T of an OOM placement (√100 s) and the baseline's start
   int64_t feasible_only_after = 1000;  // samples after which only placements that ran update
-  void validate() const;
+  void validate(const std::string& owner = "grl") const;
 };
 
 struct SpotlightOptions : Seq2SeqPolicyOptions {
@@ -93,8 +93,9 @@ struct SpotlightOptions : Seq2SeqPolicyOptions {
   void validate() const;
 };
 
-// The machinery both algorithms share: the policy over the problem's groups, Adam, the RNG, the
-// pending update batch and state I/O. Subclasses implement update().
+// The machinery the seq2seq learners share: the policy over the problem's groups (or over groups a
+// subclass learns), Adam over every trainable parameter, the RNG, the pending update batch and
+// state I/O. Subclasses implement update().
 class Seq2SeqLearner : public Learner {
  public:
   ~Seq2SeqLearner() override;
@@ -109,12 +110,28 @@ class Seq2SeqLearner : public Learner {
   void load_state(const std::string& state) override;
 
   const Seq2SeqPolicy<float>& policy() const { return *policy_; }
+  // Groups the policy decodes per placement: the search space's, or a subclass's learned groups.
+  std::size_t decoded_groups() const { return steps_; }
   // The decode order: position i of a decoded sequence places group order()[i].
   const std::vector<GroupId>& order() const { return order_; }
 
  protected:
   Seq2SeqLearner(SearchSpace space, const PlacementProblem& problem, const Seq2SeqPolicyOptions& policy,
                  std::size_t batch_size, nn::AdamOptions adam, const std::string& owner, uint64_t seed);
+  // For a subclass that decodes `decoded_groups` groups of its own, whose inputs (input_rows ×
+  // decoded_groups per placement) it writes into inputs_ in prepare_batch().
+  Seq2SeqLearner(SearchSpace space, std::size_t decoded_groups, nn::Index input_rows, const Seq2SeqPolicyOptions& policy,
+                 std::size_t batch_size, nn::AdamOptions adam, const std::string& owner, uint64_t seed);
+  // Adds a subclass's parameters to those Adam, clipping and the saved state cover (before any
+  // update or load).
+  void add_trainable(nn::ParamSet<float>& more);
+  // Called when a new batch starts, before the policy samples it.
+  virtual void prepare_batch() {}
+  // The search-space placement of the batch's placement n, from its decoded choices.
+  virtual Placement to_placement(std::span<const uint16_t> choice, std::size_t n) const;
+  // After the policy's backward pass in a policy-gradient update with these per-placement weights
+  // (of Σ_n w_n log p(placement n)): a subclass adds its own modules' gradients.
+  virtual void backward_extra(std::span<const double> /*weights*/) {}
   // Called when the batch's batch_size placements are all observed (times in seconds; oom flags).
   virtual void update() = 0;
   // The subclass's state as JSON text, and its inverse (InputError on a mismatch).
@@ -132,10 +149,15 @@ class Seq2SeqLearner : public Learner {
 
   SearchSpace space_;
   Seq2SeqPolicyOptions policy_options_;
+  std::size_t steps_;                         // decoded groups per placement
   std::vector<GroupId> order_;
-  nn::Matrix<float> inputs_;                  // features × groups in decode order (empty for names)
+  // features × groups in decode order (empty for names), or × groups·batch (column s·B + n) when
+  // each placement has inputs of its own
+  nn::Matrix<float> inputs_;
   Rng rng_;
   std::unique_ptr<Seq2SeqPolicy<float>> policy_;
+  nn::ParamSet<float> params_;                // the policy's, then add_trainable's
+  nn::AdamOptions adam_options_;
   nn::Adam<float> adam_;
   std::size_t batch_size_;
   int64_t budget_ = 0;
@@ -150,10 +172,10 @@ class Seq2SeqLearner : public Learner {
   mutable bool activations_current_ = false;  // the policy's activations are the pending batch's
 
  private:
-  Placement to_placement(std::span<const uint16_t> choice) const;
+  void make_policy(nn::Index input_rows);
 };
 
-class GrlLearner final : public Seq2SeqLearner {
+class GrlLearner : public Seq2SeqLearner {
  public:
   GrlLearner(SearchSpace space, const PlacementProblem& problem, GrlOptions options, uint64_t seed);
   std::string name() const override { return "grl"; }
@@ -161,10 +183,15 @@ class GrlLearner final : public Seq2SeqLearner {
   // The learning rate an update at `samples` uses (the Hierarchical Planner's staircase decay).
   double learning_rate_at(int64_t samples) const;
 
- private:
+ protected:
+  // For the Hierarchical Planner (hierarchical.h): the same algorithm over learned groups.
+  GrlLearner(SearchSpace space, std::size_t decoded_groups, nn::Index input_rows, GrlOptions options,
+             const std::string& owner, uint64_t seed);
   void update() override;
   std::string save_extra() const override;
   void load_extra(const std::string& json) override;
+
+ private:
   GrlOptions options_;
   double baseline_;
 };
