@@ -21,6 +21,7 @@ const std::vector<LearnerEntry>& learner_list() {
       detail::cross_entropy_learner_entry(),
       detail::grl_learner_entry(),
       detail::spotlight_learner_entry(),
+      detail::hierarchical_learner_entry(),
       detail::reinforce_learner_entry(),
   };
   return kLearners;

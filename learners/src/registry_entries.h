@@ -17,6 +17,7 @@ LearnerEntry reinforce_learner_entry();
 // Neural learners (seq2seq_learners.cpp).
 LearnerEntry grl_learner_entry();
 LearnerEntry spotlight_learner_entry();
+LearnerEntry hierarchical_learner_entry();  // hierarchical.cpp
 
 // Baselines (baselines.cpp).
 BaselineEntry single_gpu_baseline_entry();

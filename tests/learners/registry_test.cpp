@@ -87,14 +87,15 @@ TEST(Registry, LearnersInOrderWithPolicyGradientMarked) {
   // grl, the papers' policy gradient, precedes reinforce, its softmax-table form: the report takes
   // the first policy-gradient learner a run has results for as its reference.
   const auto learners = learner_registry();
-  ASSERT_EQ(learners.size(), 6u);
-  const char* order[] = {"post", "ppo", "cross_entropy", "grl", "spotlight", "reinforce"};
-  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(learners[i].name, order[i]);
-  EXPECT_EQ(find_learner("policy_gradient"), &learners[5]);
+  ASSERT_EQ(learners.size(), 7u);
+  const char* order[] = {"post", "ppo", "cross_entropy", "grl", "spotlight", "hierarchical", "reinforce"};
+  for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(learners[i].name, order[i]);
+  EXPECT_EQ(find_learner("policy_gradient"), &learners[6]);
+  EXPECT_EQ(find_learner("hp"), &learners[5]);
   for (const LearnerEntry& e : learners)
     EXPECT_EQ(e.policy_gradient, e.name == "reinforce" || e.name == "grl") << e.name;
   for (const LearnerEntry& e : learners)
-    EXPECT_EQ(e.needs_problem, e.name == "grl" || e.name == "spotlight") << e.name;
+    EXPECT_EQ(e.needs_problem, e.name == "grl" || e.name == "spotlight" || e.name == "hierarchical") << e.name;
 }
 
 // Each listed default against the field of a default-constructed Options struct. The keys are the

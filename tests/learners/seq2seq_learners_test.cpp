@@ -3,6 +3,8 @@
 // depend on the trainer's batch size, and a stopped run resumes to exactly the uninterrupted one.
 #include "placelab/learners/seq2seq_learners.h"
 
+#include "placelab/learners/hierarchical.h"
+
 #include <filesystem>
 #include <numeric>
 
@@ -35,6 +37,14 @@ struct ChainProblem {
 GrlOptions small_grl() {
   GrlOptions o;
   o.hidden = 32;
+  return o;
+}
+HierarchicalOptions small_hierarchical() {
+  HierarchicalOptions o;
+  o.hidden = 32;
+  o.groups = 4;
+  o.grouper_hidden = 16;
+  o.samples_per_update = 12;
   return o;
 }
 SpotlightOptions small_spotlight() {
@@ -73,6 +83,42 @@ TEST(Seq2SeqLearners, SpotlightLearnsAKnownOptimum) {
   SpotlightOptions o;
   o.hidden = 32;
   expect_learns<SpotlightLearner>(o, 600);
+}
+
+// The Hierarchical Planner must also learn which units to group: the 10 units' cheapest devices
+// differ, and units share their learned group's device.
+TEST(Seq2SeqLearners, HierarchicalLearnsAKnownOptimum) {
+  expect_learns<HierarchicalLearner>(small_hierarchical(), 1200);
+}
+
+TEST(Seq2SeqLearners, HierarchicalPlacesUnitsByTheirLearnedGroup) {
+  const std::size_t U = 9, D = 3;
+  ChainProblem c(U);
+  HierarchicalOptions o = small_hierarchical();
+  o.groups = 3;
+  HierarchicalLearner hp(SearchSpace{U, testing::device_range(D)}, c.problem, o, 2);
+  hp.set_sample_budget(24);
+  EXPECT_EQ(hp.decoded_groups(), 3u);
+  const std::vector<Placement> batch = hp.propose(12);
+  ASSERT_EQ(batch.size(), 12u);
+  bool differ = false;
+  for (std::size_t n = 0; n < batch.size(); ++n) {
+    const std::vector<GroupId>& g = hp.batch_grouping(n);
+    ASSERT_EQ(g.size(), U);
+    differ |= g != hp.batch_grouping(0);
+    for (std::size_t a = 0; a < U; ++a)
+      for (std::size_t b = 0; b < U; ++b)
+        if (g[a] == g[b]) {
+          EXPECT_EQ(batch[n][a], batch[n][b]) << "placement " << n << ", units " << a << ", " << b;
+        }
+  }
+  EXPECT_TRUE(differ) << "every placement of the batch drew the same grouping";
+  // The default learned-group count: min(256, 20 × devices).
+  HierarchicalOptions d;
+  EXPECT_EQ(d.group_count(5), 100u);
+  EXPECT_EQ(d.group_count(16), 256u);
+  d.inputs = "names";
+  EXPECT_THROW(d.validate(), InputError);
 }
 
 TEST(Seq2SeqLearners, SpotlightAscendsItsObjective) {
@@ -212,6 +258,12 @@ TEST(Seq2SeqLearners, GrlResumesExactlyAndIgnoresTheTrainersBatch) {
   o.lr_decay_after = 20;  // the schedule and the feasible-only switch inside the run
   o.feasible_only_after = 40;
   expect_resumes_exactly<GrlLearner>(o, "grl");
+}
+
+TEST(Seq2SeqLearners, HierarchicalResumesExactlyAndIgnoresTheTrainersBatch) {
+  HierarchicalOptions o = small_hierarchical();
+  o.feasible_only_after = 40;
+  expect_resumes_exactly<HierarchicalLearner>(o, "hierarchical");
 }
 
 TEST(Seq2SeqLearners, SpotlightResumesExactlyAndIgnoresTheTrainersBatch) {
