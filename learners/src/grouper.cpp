@@ -237,12 +237,39 @@ void FeedForwardGrouper<T>::backward(const nn::In<T>& X, std::span<const std::ve
                                      std::span<const double> coefficients, double entropy_weight) {
   PLACELAB_CHECK(assignments.size() == coefficients.size())
       << assignments.size() << " groupings for " << coefficients.size() << " coefficients";
+  double total = 0;
+  for (double c : coefficients) total += c;
+  backward_impl(
+      X, assignments, [&](std::size_t k, nn::Index) { return coefficients[k]; }, [&](nn::Index) { return total; },
+      entropy_weight);
+}
+
+template <typename T>
+void FeedForwardGrouper<T>::backward(const nn::In<T>& X, std::span<const std::vector<GroupId>> assignments,
+                                     std::span<const std::vector<double>> unit_coefficients, double entropy_weight) {
+  PLACELAB_CHECK(assignments.size() == unit_coefficients.size())
+      << assignments.size() << " groupings for " << unit_coefficients.size() << " coefficient rows";
+  for (const std::vector<double>& c : unit_coefficients)
+    PLACELAB_CHECK(static_cast<nn::Index>(c.size()) == X.cols()) << c.size() << " coefficients for " << X.cols() << " units";
+  backward_impl(
+      X, assignments,
+      [&](std::size_t k, nn::Index u) { return unit_coefficients[k][static_cast<std::size_t>(u)]; },
+      [&](nn::Index u) {
+        double t = 0;
+        for (const std::vector<double>& c : unit_coefficients) t += c[static_cast<std::size_t>(u)];
+        return t;
+      },
+      entropy_weight);
+}
+
+template <typename T>
+template <typename Coefficient, typename Total>
+void FeedForwardGrouper<T>::backward_impl(const nn::In<T>& X, std::span<const std::vector<GroupId>> assignments,
+                                          const Coefficient& coefficient, const Total& total, double entropy_weight) {
   const nn::Index U = probs_.cols(), G = probs_.rows(), H = options_.hidden;
   PLACELAB_CHECK(X.cols() == U) << "backward over " << X.cols() << " units after a forward over " << U;
   for (const std::vector<GroupId>& a : assignments)
     PLACELAB_CHECK(static_cast<nn::Index>(a.size()) == U) << "grouping of " << a.size() << " units for " << U;
-  double total = 0;
-  for (double c : coefficients) total += c;
   const T w = static_cast<T>(entropy_weight / static_cast<double>(std::max<nn::Index>(U, 1)));
   dlogits_.resize(G, kBlock);
   dact_.resize(H, kBlock);
@@ -253,10 +280,11 @@ void FeedForwardGrouper<T>::backward(const nn::In<T>& X, std::span<const std::ve
     auto L = log_probs_.middleCols(u0, n);
     auto dZ = dlogits_.leftCols(n);
     // d/dz of Σ_k c_k log p(a_k) = Σ_k c_k (onehot(a_k) − p): the one-hots added in place.
-    dZ = P * static_cast<T>(-total);
+    for (nn::Index j = 0; j < n; ++j) dZ.col(j) = P.col(j) * static_cast<T>(-total(u0 + j));
     for (std::size_t k = 0; k < assignments.size(); ++k)
       for (nn::Index j = 0; j < n; ++j)
-        dZ(static_cast<nn::Index>(assignments[k][static_cast<std::size_t>(u0 + j)]), j) += static_cast<T>(coefficients[k]);
+        dZ(static_cast<nn::Index>(assignments[k][static_cast<std::size_t>(u0 + j)]), j) +=
+            static_cast<T>(coefficient(k, u0 + j));
     if (w != T(0))
       // H = −Σ p log p per column, averaged over U: dH/dz = −p ⊙ (log p − Σ p log p) / U.
       for (nn::Index j = 0; j < n; ++j) {

@@ -1,7 +1,6 @@
 #include "placelab/learners/hierarchical.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "placelab/graph/error.h"
 #include "registry_entries.h"
@@ -40,12 +39,12 @@ const HierarchicalOptions& validated(const HierarchicalOptions& o) {
   return o;
 }
 
-SearchSpace checked_units(const SearchSpace& space, const PlacementProblem& units) {
-  space.validate();
-  if (units.num_groups != space.num_groups)
-    throw InputError("hierarchical: the problem has " + std::to_string(units.num_groups) +
-                     " units: must equal the search space's " + std::to_string(space.num_groups) + " groups");
-  return space;
+GrouperOptions grouper_options(const HierarchicalOptions& o, std::size_t groups) {
+  GrouperOptions g;
+  g.groups = groups;
+  g.hidden = o.grouper_hidden;
+  g.activation = grouper_activation_from_string(o.grouper_activation);
+  return g;
 }
 
 }  // namespace
@@ -53,121 +52,60 @@ SearchSpace checked_units(const SearchSpace& space, const PlacementProblem& unit
 HierarchicalLearner::HierarchicalLearner(SearchSpace space, const PlacementProblem& units, HierarchicalOptions options,
                                          uint64_t seed)
     // `space` is read by several arguments here (whose order is unspecified): none moves it.
-    : GrlLearner(checked_units(space, units), validated(options).group_count(space.devices.size()),
+    : GrlLearner(LearnedGroups::checked_space(space, units, "hierarchical"), validated(options).group_count(space.devices.size()),
                  group_feature_size(options.group_count(space.devices.size()), units.op_types.size()), options,
                  "hierarchical", seed),
       options_(std::move(options)),
-      units_(units),
-      unit_features_(unit_feature_matrix<float>(units_)) {
-  GrouperOptions g;
-  g.groups = decoded_groups();
-  g.hidden = options_.grouper_hidden;
-  g.activation = grouper_activation_from_string(options_.grouper_activation);
-  grouper_ = std::make_unique<FeedForwardGrouper<float>>(g, unit_features_.rows(), rng_);
-  add_trainable(grouper_->params());
+      groups_(units, grouper_options(options_, decoded_groups()), options_.order == "topological", rng_) {
+  add_trainable(groups_.grouper().params());
 }
 
-void HierarchicalLearner::forward_grouper() const {
-  if (grouper_current_) return;
-  grouper_->forward(unit_features_);
-  grouper_current_ = true;
-}
-
-nn::Matrix<float> HierarchicalLearner::group_inputs(std::span<const GroupId> grouping, std::vector<GroupId>& order) const {
-  const PlacementProblem groups = merge_units(units_, grouping, steps_);
-  if (options_.order == "topological") order = groups.topological_order;
-  else {
-    order.resize(steps_);
-    std::iota(order.begin(), order.end(), GroupId{0});
-  }
-  return group_feature_matrix<float>(groups, order);
-}
-
-void HierarchicalLearner::set_batch_inputs() {
-  const auto B = static_cast<nn::Index>(batch_size_), S = static_cast<nn::Index>(steps_);
-  orders_.resize(batch_size_);
-  for (std::size_t n = 0; n < batch_size_; ++n) {
-    const nn::Matrix<float> f = group_inputs(groupings_[n], orders_[n]);
-    if (n == 0) inputs_.resize(f.rows(), S * B);
-    for (nn::Index s = 0; s < S; ++s) inputs_.col(s * B + static_cast<nn::Index>(n)) = f.col(s);
-  }
-}
-
-void HierarchicalLearner::prepare_batch() {
-  forward_grouper();
-  groupings_.resize(batch_size_);
-  for (std::vector<GroupId>& g : groupings_) grouper_->sample(rng_, g);
-  set_batch_inputs();
-}
+void HierarchicalLearner::prepare_batch() { groups_.sample(batch_size_, rng_, inputs_); }
 
 Placement HierarchicalLearner::to_placement(std::span<const uint16_t> choice, std::size_t n) const {
-  const std::vector<GroupId>& grouping = groupings_.at(n);
-  const std::vector<GroupId>& order = orders_.at(n);
-  std::vector<DeviceId> group_device(steps_);
-  for (std::size_t i = 0; i < choice.size(); ++i) group_device[order[i]] = space_.devices[choice[i]];
-  Placement p(space_.num_groups);
-  for (std::size_t u = 0; u < p.size(); ++u) p[u] = group_device[grouping[u]];
-  return p;
-}
-
-std::vector<GroupId> HierarchicalLearner::mode_grouping() const {
-  forward_grouper();
-  std::vector<GroupId> grouping;
-  grouper_->greedy(grouping);
-  return grouping;
+  return groups_.placement(choice, n, space_.devices);
 }
 
 Placement HierarchicalLearner::mode() const {
-  const std::vector<GroupId> grouping = mode_grouping();
+  nn::Matrix<float> inputs;
   std::vector<GroupId> order;
-  const nn::Matrix<float> inputs = group_inputs(grouping, order);
+  const std::vector<GroupId> grouping = groups_.greedy(inputs, order);
   std::vector<uint16_t> choice;
   nn::Matrix<float> no_noise;
   policy_->forward(inputs, 1, DecodeMode::kGreedy, choice, no_noise);
   activations_current_ = false;
-  std::vector<DeviceId> group_device(steps_);
-  for (std::size_t i = 0; i < choice.size(); ++i) group_device[order[i]] = space_.devices[choice[i]];
-  Placement p(space_.num_groups);
-  for (std::size_t u = 0; u < p.size(); ++u) p[u] = group_device[grouping[u]];
-  return p;
+  return LearnedGroups::place(grouping, order, choice, steps_, space_.devices);
 }
 
 void HierarchicalLearner::backward_extra(std::span<const double> weights) {
   // The grouper's term of the same REINFORCE loss, Σ_n w_n log p(grouping n): one advantage for
   // both networks, as the paper and its code train them.
-  forward_grouper();
-  grouper_->backward(unit_features_, groupings_, weights);
-  grouper_current_ = false;  // the Adam step that follows changes its weights
+  groups_.forward();
+  groups_.grouper().backward(groups_.unit_features(), groups_.groupings(), weights);
+  groups_.stale();  // the Adam step that follows changes its weights
 }
 
 std::string HierarchicalLearner::save_extra() const {
   nlohmann::json e = nlohmann::json::parse(GrlLearner::save_extra());
   // The pending batch's groupings (its placements were drawn from them); none between updates.
-  e["groupings"] = handed_out_ > 0 ? groupings_ : std::vector<std::vector<GroupId>>{};
+  e["groupings"] = handed_out_ > 0 ? groups_.groupings() : std::vector<std::vector<GroupId>>{};
   return e.dump();
 }
 
 void HierarchicalLearner::load_extra(const std::string& json) {
   GrlLearner::load_extra(json);
+  std::vector<std::vector<GroupId>> groupings;
   try {
-    groupings_ = nlohmann::json::parse(json).at("groupings").get<std::vector<std::vector<GroupId>>>();
+    groupings = nlohmann::json::parse(json).at("groupings").get<std::vector<std::vector<GroupId>>>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError(std::string("learner state: hierarchical: ") + e.what());
   }
-  grouper_current_ = false;
-  if (handed_out_ == 0) {
-    groupings_.clear();
-    return;
-  }
-  const bool ok = groupings_.size() == batch_size_ && std::all_of(groupings_.begin(), groupings_.end(), [&](const auto& g) {
-                    return g.size() == space_.num_groups &&
-                           std::all_of(g.begin(), g.end(), [&](GroupId x) { return x < steps_; });
-                  });
-  if (!ok)
-    throw InputError("learner state: hierarchical: groupings: must be " + std::to_string(batch_size_) +
-                     " groupings of " + std::to_string(space_.num_groups) + " units into " + std::to_string(steps_) +
-                     " groups");
-  set_batch_inputs();
+  groups_.stale();
+  groups_.clear();
+  if (handed_out_ == 0) return;
+  if (groupings.size() != batch_size_)
+    throw InputError("learner state: hierarchical: groupings: must be " + std::to_string(batch_size_));
+  groups_.set(std::move(groupings), inputs_);
 }
 
 // ---- Registry entry ----------------------------------------------------------------------------

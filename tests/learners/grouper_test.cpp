@@ -57,6 +57,37 @@ INSTANTIATE_TEST_SUITE_P(Activations, GrouperGradient,
                                   std::to_string(std::get<2>(test.param)) + "units";
                          });
 
+// EAGLE's PPO weighs each unit's choice by its own clipped ratio: a coefficient per grouping and unit.
+TEST(Grouper, PerUnitCoefficientsMatchFiniteDifferences) {
+  Rng rng(9);
+  GrouperOptions o;
+  o.groups = 3;
+  o.hidden = 4;
+  FeedForwardGrouper<double> grouper(o, 5, rng);
+  for (nn::Param<double>* p : grouper.params().params()) fill_uniform(p->value, rng, 0.8);
+  nn::Matrix<double> X(5, 300);
+  fill_uniform(X, rng);
+  grouper.forward(X);
+  std::vector<std::vector<GroupId>> drawn(2);
+  for (auto& a : drawn) grouper.sample(rng, a);
+  std::vector<std::vector<double>> c(2, std::vector<double>(300));
+  for (auto& row : c)
+    for (double& x : row) x = 2 * uniform01(rng) - 1;
+  const auto loss = [&] {
+    grouper.forward(X);
+    double l = -0.02 * grouper.mean_entropy();
+    for (std::size_t k = 0; k < drawn.size(); ++k)
+      for (nn::Index u = 0; u < 300; ++u)
+        l += c[k][static_cast<std::size_t>(u)] * grouper.log_probs()(drawn[k][static_cast<std::size_t>(u)], u);
+    return l;
+  };
+  expect_gradients_match(grouper.params(), loss, [&] {
+    grouper.params().zero_grad();
+    grouper.forward(X);
+    grouper.backward(X, drawn, std::span<const std::vector<double>>(c), -0.02);
+  });
+}
+
 TEST(Grouper, SamplesFollowTheSoftmaxAndReproduceFromTheSeed) {
   Rng rng(3);
   GrouperOptions o;

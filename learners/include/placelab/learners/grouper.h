@@ -101,9 +101,17 @@ class FeedForwardGrouper {
   // assignment with coefficient −(R − b); EAGLE's PPO passes its clipped ratios' weights.
   void backward(const nn::In<T>& X, std::span<const std::vector<GroupId>> assignments,
                 std::span<const double> coefficients, double entropy_weight = 0.0);
+  // The same with a coefficient per grouping and unit (unit_coefficients[k][u]): EAGLE's PPO, whose
+  // clipped ratios differ from unit to unit.
+  void backward(const nn::In<T>& X, std::span<const std::vector<GroupId>> assignments,
+                std::span<const std::vector<double>> unit_coefficients, double entropy_weight);
 
  private:
   void activate(nn::Out<T> Z) const;
+  // Both backward passes: coefficient(k, u) of grouping k at unit u, total(u) = Σ_k coefficient(k, u).
+  template <typename Coefficient, typename Total>
+  void backward_impl(const nn::In<T>& X, std::span<const std::vector<GroupId>> assignments,
+                     const Coefficient& coefficient, const Total& total, double entropy_weight);
 
   GrouperOptions options_;
   nn::Linear<T> hidden_, output_;

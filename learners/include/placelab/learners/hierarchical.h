@@ -10,11 +10,10 @@
 //   HierarchicalLearner hp(SearchSpace{units.num_groups, devices}, units, HierarchicalOptions{}, 1);
 #pragma once
 
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "placelab/learners/grouper.h"
+#include "placelab/learners/learned_groups.h"
 #include "placelab/learners/seq2seq_learners.h"
 
 namespace placelab {
@@ -40,11 +39,9 @@ class HierarchicalLearner final : public GrlLearner {
   // The most probable grouping, then the most probable placement of its groups.
   Placement mode() const override;
 
-  const FeedForwardGrouper<float>& grouper() const { return *grouper_; }
+  const FeedForwardGrouper<float>& grouper() const { return groups_.grouper(); }
   // The grouping (unit → learned group) of the pending batch's placement n.
-  const std::vector<GroupId>& batch_grouping(std::size_t n) const { return groupings_.at(n); }
-  // The most probable grouping.
-  std::vector<GroupId> mode_grouping() const;
+  const std::vector<GroupId>& batch_grouping(std::size_t n) const { return groups_.groupings().at(n); }
 
  private:
   void prepare_batch() override;
@@ -52,18 +49,9 @@ class HierarchicalLearner final : public GrlLearner {
   void backward_extra(std::span<const double> weights) override;
   std::string save_extra() const override;
   void load_extra(const std::string& json) override;
-  // The placer's inputs and decode orders of the pending batch, from its groupings.
-  void set_batch_inputs();
-  // A grouping's learned groups as the placer reads them: features (decode order) and that order.
-  nn::Matrix<float> group_inputs(std::span<const GroupId> grouping, std::vector<GroupId>& order) const;
-  void forward_grouper() const;
 
   HierarchicalOptions options_;
-  PlacementProblem units_;
-  nn::Matrix<float> unit_features_;
-  std::unique_ptr<FeedForwardGrouper<float>> grouper_;
-  mutable bool grouper_current_ = false;  // the grouper's activations are at the current weights
-  std::vector<std::vector<GroupId>> groupings_, orders_;
+  LearnedGroups groups_;
 };
 
 }  // namespace placelab
