@@ -22,6 +22,8 @@ const std::vector<LearnerEntry>& learner_list() {
       detail::grl_learner_entry(),
       detail::spotlight_learner_entry(),
       detail::hierarchical_learner_entry(),
+      detail::eagle_learner_entry(),
+      detail::eagle_ce_learner_entry(),
       detail::reinforce_learner_entry(),
   };
   return kLearners;

@@ -18,6 +18,8 @@ LearnerEntry reinforce_learner_entry();
 LearnerEntry grl_learner_entry();
 LearnerEntry spotlight_learner_entry();
 LearnerEntry hierarchical_learner_entry();  // hierarchical.cpp
+LearnerEntry eagle_learner_entry();         // eagle.cpp
+LearnerEntry eagle_ce_learner_entry();
 
 // Baselines (baselines.cpp).
 BaselineEntry single_gpu_baseline_entry();

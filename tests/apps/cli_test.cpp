@@ -262,11 +262,12 @@ std::string neural_scenario(const std::string& graph, const fs::path& out) {
          "checkpoint_every: 12\n"
          "learners:\n  grl: {hidden: 16, samples_per_update: 6}\n  spotlight: {hidden: 16, sga_steps: 3}\n"
          "  hierarchical: {hidden: 16, groups: 4, samples_per_update: 4}\n"
+         "  eagle_ce: {hidden: 16, groups: 4, samples_per_update: 4, ce_every: 8}\n"
          "baselines: [single_gpu]\n"
          "output: " + out.string() + "\n";
 }
 
-// grl, spotlight and hierarchical (stopped at 14: inside an update of each).
+// grl, spotlight, hierarchical and eagle_ce (stopped at 14: inside an update of each).
 TEST_F(Cli, NeuralLearnersRunDeterministicallyAndResumeExactly) {
   const std::string full = write("nfull.yaml", neural_scenario(quickstart_, dir_ / "nfull"));
   const std::string part = write("npart.yaml", neural_scenario(quickstart_, dir_ / "npart"));
@@ -274,7 +275,7 @@ TEST_F(Cli, NeuralLearnersRunDeterministicallyAndResumeExactly) {
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string first = slurp(dir_ / "nfull" / "summary.json");
   auto j = nlohmann::json::parse(first);
-  ASSERT_EQ(j["results"].size(), 4u);
+  ASSERT_EQ(j["results"].size(), 5u);
   for (const auto& res : j["results"]) EXPECT_GT(res["mean_s"].get<double>(), 0) << res["name"];
   // grl is the report's policy-gradient reference: spotlight is measured against it.
   EXPECT_NE(slurp(dir_ / "nfull" / "report.md").find("| spotlight | learner |"), std::string::npos);

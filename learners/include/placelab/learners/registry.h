@@ -90,7 +90,8 @@ struct LearnerConfig {
   OptionValues values;
 };
 
-// Every learner, in a fixed order: post, ppo, cross_entropy, grl, spotlight, reinforce.
+// Every learner, in a fixed order: post, ppo, cross_entropy, grl, spotlight, hierarchical, eagle,
+// eagle_ce, reinforce.
 std::span<const LearnerEntry> learner_registry();
 // The entry whose name or alias is `name_or_alias`, or nullptr.
 const LearnerEntry* find_learner(std::string_view name_or_alias);
