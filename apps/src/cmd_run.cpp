@@ -203,7 +203,7 @@ void add_run_commands(CLI::App& app) {
       "Examples:\n  placelab run scenarios/quickstart.yaml\n"
       "  placelab run scenarios/post-table1-inception-4gpu.yaml --seeds 3\n"
       "  placelab run scenarios/x.yaml --resume        # after Ctrl-C or a crash\n"
-      "Outputs: summary.json, curve.csv, best_placement.json, timeline.json, report.md, *.png");
+      "Outputs: summary.json, curve.csv, best_placement.json (best_grouping.json), timeline.json, report.md, *.png");
   run->callback([ra] {
     Scenario s = read_scenario(ra->scenario);
     RunOptions o;

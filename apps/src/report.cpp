@@ -149,6 +149,20 @@ void render_report(const fs::path& dir, bool quiet) {
     md << "\nBest placement found: **" << s["best"]["name"].get<std::string>() << "** (seed " << s["best"]["seed"]
        << ") at " << fmt::format("{:.4f}", s["best"]["step_time_s"].get<double>())
        << " s/step — `best_placement.json`, its simulated step in `timeline.json` (open in https://ui.perfetto.dev).\n";
+  if (s.contains("best") && s["best"].contains("learned_grouping")) {
+    // hierarchical and eagle learn their groups: the best placement's, largest first (all of them,
+    // every op's, in best_grouping.json).
+    const json& lg = s["best"]["learned_grouping"];
+    md << "\nIts learned grouping: " << lg["non_empty"].get<std::size_t>()
+       << " non-empty groups (`best_grouping.json` has every op's). The largest:\n\n"
+       << "| group (deepest scope of 80 % of its ops) | ops | GFLOP | device |\n|---|---|---|---|\n";
+    std::size_t shown = 0;
+    for (const json& g : lg["groups"]) {
+      if (shown++ == 12) break;
+      md << "| " << g["name"].get<std::string>() << " | " << g["ops"].get<std::size_t>() << " | "
+         << fmt::format("{:.2f}", g["gflops"].get<double>()) << " | " << g["device"].get<std::string>() << " |\n";
+    }
+  }
 
   if (!s["verifications"].empty()) {
     // With `verify: {in_situ: true}` the records also hold the simulator's prediction with the

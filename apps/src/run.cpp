@@ -15,6 +15,7 @@
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/baselines.h"
+#include "placelab/learners/grouper.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/learners/problem.h"
 #include "placelab/learners/registry.h"
@@ -37,6 +38,27 @@ Grouping make_scenario_grouping(const Scenario& s, const OpGraph& g, uint64_t se
   metis.num_groups = s.metis_groups;
   metis.seed = static_cast<int>(seed % 1000000);
   return make_grouping(g, s.grouping, metis);
+}
+
+// The learned grouping of the best placement (hierarchical, eagle), ops and all: its non-empty
+// groups, largest first, each named by the deepest scope holding 80 % of its ops (problem.h) with
+// its op count, FLOPs and device. `learned` maps the scenario's groups of `seed` to learned groups.
+json learned_grouping_json(const Scenario& s, const OpGraph& g, uint64_t seed, const Placement& placement,
+                           std::span<const uint32_t> learned, const Machine& machine) {
+  const Grouping units = make_scenario_grouping(s, g, seed);
+  const Grouping ops = compose_grouping(units, learned);
+  const PlacementProblem p = describe_problem(g, ops);
+  const std::vector<std::vector<OpId>> members = ops.members();
+  json groups = json::array();
+  std::vector<std::size_t> order(ops.num_groups());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p.group_size[a] > p.group_size[b]; });
+  for (std::size_t k : order)
+    groups.push_back({{"name", p.group_names[k]},
+                      {"ops", p.group_size[k]},
+                      {"gflops", p.group_flops[k] / 1e9},
+                      {"device", machine.devices[placement[members[k].front()]].name}});
+  return {{"non_empty", ops.num_groups()}, {"groups", groups}, {"group_of_op", ops.group_of_op()}};
 }
 
 std::string read_text(const fs::path& p) {
@@ -145,15 +167,18 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   json results = json::array();
   json verifications = json::array();
   std::string curve =
-      "algorithm,seed,sample,step_time_s,oom,best_s,verify_predicted_s,verify_measured_s,verify_in_situ_predicted_s\n";
+      "algorithm,seed,sample,step_time_s,oom,best_s,verify_predicted_s,verify_measured_s,verify_in_situ_predicted_s,"
+      "groups\n";
   struct Best {
     double time = INFINITY;
     std::string name;
     uint64_t seed = 0;
     Placement placement;
+    std::vector<uint32_t> learned_grouping;  // scenario group → learned group, for hierarchical and eagle
   } best;
-  auto consider = [&](double t, const std::string& name, uint64_t seed, const Placement& p) {
-    if (std::isfinite(t) && t < best.time) best = {t, name, seed, p};
+  auto consider = [&](double t, const std::string& name, uint64_t seed, const Placement& p,
+                      std::vector<uint32_t> learned = {}) {
+    if (std::isfinite(t) && t < best.time) best = {t, name, seed, p, std::move(learned)};
   };
 
   // Baselines: simulated once per seed (the randomised ones differ by seed).
@@ -226,9 +251,14 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
              {"best_s", number_or_null(t.best_step_time_s)},
              {"best_sample", t.best_sample},
              {"best_placement", t.best_placement}};
+        if (!t.best_learned_grouping.empty()) {
+          r["best_grouping"] = t.best_learned_grouping;
+          r["learned_groups"] = t.curve.empty() ? 0u : t.curve[static_cast<std::size_t>(t.best_sample - 1)].groups;
+        }
         json curve_rows = json::array();
         for (const CurvePoint& c : t.curve)
-          curve_rows.push_back({c.sample, c.oom ? json(nullptr) : json(c.step_time_s), number_or_null(c.best_s)});
+          curve_rows.push_back({c.sample, c.oom ? json(nullptr) : json(c.step_time_s), number_or_null(c.best_s),
+                                c.groups > 0 ? json(c.groups) : json(nullptr)});
         r["curve"] = curve_rows;
         json ver = json::array();
         for (const VerifyRecord& v : t.verifications) {
@@ -264,15 +294,19 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
           vm = v["measured_s"].is_null() ? "oom" : fmt::format("{:.9g}", v["measured_s"].get<double>());
           if (v.contains("in_situ_predicted_s")) vi = fmt::format("{:.9g}", v["in_situ_predicted_s"].get<double>());
         }
-        curve += fmt::format("{},{},{},{},{},{},{},{},{}\n", ls.config.name, seed, sample,
+        // Runs saved before learned groupings have three columns a row.
+        const std::string groups = c.size() > 3 && !c[3].is_null() ? std::to_string(c[3].get<uint32_t>()) : "";
+        curve += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", ls.config.name, seed, sample,
                              c[1].is_null() ? "" : fmt::format("{:.9g}", c[1].get<double>()), c[1].is_null() ? 1 : 0,
-                             c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm, vi);
+                             c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm, vi, groups);
       }
       if (!r["best_s"].is_null())
-        consider(r["best_s"].get<double>(), ls.config.name, seed, r["best_placement"].get<Placement>());
+        consider(r["best_s"].get<double>(), ls.config.name, seed, r["best_placement"].get<Placement>(),
+                 r.value("best_grouping", std::vector<uint32_t>{}));
       json brief = r;
       brief.erase("curve");
       brief.erase("best_placement");
+      brief.erase("best_grouping");
       runs.push_back(brief);
     }
     results.push_back({{"name", ls.config.name}, {"kind", "learner"}, {"runs", runs}});
@@ -314,6 +348,13 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   summary["results"] = results;
   summary["verifications"] = verifications;
   if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};
+  if (!best.learned_grouping.empty()) {
+    // best_grouping.json has every op's learned group; summary.json the groups, largest first.
+    json lg = learned_grouping_json(s, g, best.seed, best.placement, best.learned_grouping, machine);
+    write_file_atomically(out / "best_grouping.json", json{{"learner", best.name}, {"seed", best.seed}, {"grouping", lg}}.dump() + "\n");
+    lg.erase("group_of_op");
+    summary["best"]["learned_grouping"] = lg;
+  }
   if (!s.paper.empty() || !s.paper_source.empty() || !s.paper_notes.empty()) {
     json p;
     p["source"] = s.paper_source;

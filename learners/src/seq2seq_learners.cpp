@@ -183,6 +183,7 @@ std::vector<Placement> Seq2SeqLearner::propose(std::size_t max_count) {
     oom_.clear();
   }
   const std::size_t count = std::min(max_count, batch_size_ - handed_out_);
+  last_propose_start_ = handed_out_;
   const std::size_t G = steps_;
   std::vector<Placement> out;
   for (std::size_t i = 0; i < count; ++i)

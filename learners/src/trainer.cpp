@@ -1,5 +1,6 @@
 #include "placelab/learners/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -77,9 +78,10 @@ std::string save_checkpoint(const Learner& learner, const Grouping& grouping, co
   j["best_step_time_s"] = double_or_null(s.best_step_time_s);
   j["best_sample"] = s.best_sample;
   j["best_group_placement"] = s.best_group_placement;
+  j["best_learned_grouping"] = s.best_learned_grouping;
   nlohmann::json curve = nlohmann::json::array();
   for (const CurvePoint& c : s.curve)
-    curve.push_back({c.sample, detail::bits(c.step_time_s), c.oom, double_or_null(c.best_s)});
+    curve.push_back({c.sample, detail::bits(c.step_time_s), c.oom, double_or_null(c.best_s), c.groups});
   j["curve"] = std::move(curve);
   nlohmann::json ver = nlohmann::json::array();
   for (const VerifyRecord& v : s.verifications)
@@ -104,9 +106,12 @@ void load_checkpoint(const std::string& text, const std::string& origin, Learner
     s.best_sample = j.at("best_sample").get<int64_t>();
     s.best_group_placement = j.at("best_group_placement").get<Placement>();
     s.best_placement = s.best_group_placement.empty() ? Placement{} : grouping.expand(s.best_group_placement);
+    // Checkpoints written before learned groupings have neither the grouping nor the curve's groups.
+    s.best_learned_grouping = j.value("best_learned_grouping", std::vector<uint32_t>{});
     s.curve.clear();
     for (const auto& c : j.at("curve"))
-      s.curve.push_back({c.at(0).get<int64_t>(), detail::unbits(c.at(1)), c.at(2).get<bool>(), from_double_or_null(c.at(3))});
+      s.curve.push_back({c.at(0).get<int64_t>(), detail::unbits(c.at(1)), c.at(2).get<bool>(), from_double_or_null(c.at(3)),
+                         c.size() > 4 ? c.at(4).get<uint32_t>() : 0u});
     s.verifications.clear();
     for (const auto& v : j.at("verifications"))
       s.verifications.push_back({v.at(0).get<int64_t>(), detail::unbits(v.at(1)), detail::unbits(v.at(2)),
@@ -153,11 +158,20 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
   };
 
   std::vector<Placement> ops;
+  std::vector<std::vector<uint32_t>> learned;
+  std::vector<uint8_t> used;
   while (s.samples < options.sample_budget) {
     const auto want = static_cast<std::size_t>(std::min(options.batch_size, options.sample_budget - s.samples));
     const std::vector<Placement> groups = learner.propose(want);
     ops.clear();
     for (const Placement& g : groups) ops.push_back(grouping.expand(g));
+    // Learned groupings are valid until observe: the number of non-empty groups of each, and the
+    // grouping itself of a new best, are read first.
+    learned.assign(groups.size(), {});
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const std::span<const uint32_t> lg = learner.proposed_grouping(i);
+      learned[i].assign(lg.begin(), lg.end());
+    }
     const std::vector<Measurement> ms = env.evaluate(ops);
     if (ms.size() != ops.size())
       throw Error("environment \"" + env.name() + "\" returned " + std::to_string(ms.size()) + " measurements for " +
@@ -181,9 +195,16 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
           s.best_sample = s.samples;
           s.best_group_placement = groups[i];
           s.best_placement = ops[i];
+          s.best_learned_grouping = learned[i];
         }
       }
-      s.curve.push_back({s.samples, ms[i].step_time_s, ms[i].oom, s.best_step_time_s});
+      uint32_t non_empty = 0;
+      if (!learned[i].empty()) {
+        used.assign(*std::max_element(learned[i].begin(), learned[i].end()) + std::size_t{1}, 0);
+        for (uint32_t g : learned[i])
+          if (!used[g]) used[g] = 1, ++non_empty;
+      }
+      s.curve.push_back({s.samples, ms[i].step_time_s, ms[i].oom, s.best_step_time_s, non_empty});
     }
     PLACELAB_CHECK(s.samples == learner.samples_seen()) << "trainer at " << s.samples << " samples, learner at "
                                                         << learner.samples_seen();

@@ -277,6 +277,15 @@ TEST_F(Cli, NeuralLearnersRunDeterministicallyAndResumeExactly) {
   auto j = nlohmann::json::parse(first);
   ASSERT_EQ(j["results"].size(), 5u);
   for (const auto& res : j["results"]) EXPECT_GT(res["mean_s"].get<double>(), 0) << res["name"];
+  // The learned-grouping learners' runs say how many groups the best placement's grouping used, and
+  // curve.csv's last column, per sample.
+  for (const auto& res : j["results"])
+    if (res["name"] == "hierarchical" || res["name"] == "eagle_ce") {
+      EXPECT_GT(res["runs"][0]["learned_groups"].get<int>(), 0) << res["name"];
+    }
+  const std::string csv = slurp(dir_ / "nfull" / "curve.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')).substr(csv.find('\n') - 7), ",groups");
+  EXPECT_NE(csv.find("\nhierarchical,1,1,"), std::string::npos);
   // grl is the report's policy-gradient reference: spotlight is measured against it.
   EXPECT_NE(slurp(dir_ / "nfull" / "report.md").find("| spotlight | learner |"), std::string::npos);
   ASSERT_EQ(placelab("run " + full + " --quiet").status, 0);

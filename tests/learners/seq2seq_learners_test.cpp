@@ -256,9 +256,13 @@ class StopAt : public TrainerObserver {
 
 void expect_identical(const TrainSummary& a, const TrainSummary& b) {
   ASSERT_EQ(a.curve.size(), b.curve.size());
-  for (std::size_t i = 0; i < a.curve.size(); ++i) EXPECT_EQ(a.curve[i].step_time_s, b.curve[i].step_time_s) << i;
+  for (std::size_t i = 0; i < a.curve.size(); ++i) {
+    EXPECT_EQ(a.curve[i].step_time_s, b.curve[i].step_time_s) << i;
+    EXPECT_EQ(a.curve[i].groups, b.curve[i].groups) << i;
+  }
   EXPECT_EQ(a.best_step_time_s, b.best_step_time_s);
   EXPECT_EQ(a.best_placement, b.best_placement);
+  EXPECT_EQ(a.best_learned_grouping, b.best_learned_grouping);
 }
 
 // Stopped mid-update (trainer batches of 3 against updates of 12 or 5) and resumed from the
@@ -295,6 +299,11 @@ void expect_resumes_exactly(O options, const std::string& tag) {
   const TrainSummary resumed = train(second, c.grouping, env3, t);
   EXPECT_EQ(resumed.resumed_from, stopped.samples);
   expect_identical(resumed, uninterrupted);
+  // Learners that learn their groups report the best placement's grouping and, per sample, how
+  // many of its groups hold units; the others report none.
+  const bool learns_groups = whole.name() == "hierarchical" || whole.name().starts_with("eagle");
+  EXPECT_EQ(uninterrupted.best_learned_grouping.size(), learns_groups ? G : 0u);
+  EXPECT_EQ(uninterrupted.curve.back().groups > 0, learns_groups);
 }
 
 TEST(Seq2SeqLearners, GrlResumesExactlyAndIgnoresTheTrainersBatch) {

@@ -45,6 +45,9 @@ class EagleLearner final : public Seq2SeqLearner {
                std::string name = "eagle");
   std::string name() const override { return name_; }
   Placement mode() const override;
+  std::span<const uint32_t> proposed_grouping(std::size_t i) const override {
+    return groups_.groupings().at(last_propose_start_ + i);
+  }
 
   const FeedForwardGrouper<float>& grouper() const { return groups_.grouper(); }
   const std::vector<GroupId>& batch_grouping(std::size_t n) const { return groups_.groupings().at(n); }

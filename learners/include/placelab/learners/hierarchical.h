@@ -38,6 +38,9 @@ class HierarchicalLearner final : public GrlLearner {
   std::string name() const override { return "hierarchical"; }
   // The most probable grouping, then the most probable placement of its groups.
   Placement mode() const override;
+  std::span<const uint32_t> proposed_grouping(std::size_t i) const override {
+    return groups_.groupings().at(last_propose_start_ + i);
+  }
 
   const FeedForwardGrouper<float>& grouper() const { return groups_.grouper(); }
   // The grouping (unit → learned group) of the pending batch's placement n.

@@ -60,6 +60,11 @@ class Learner {
   // The most probable group placement under the current policy.
   virtual Placement mode() const = 0;
 
+  // For learners that learn their own groups of the search space's groups (hierarchical, eagle):
+  // the grouping (search-space group → learned group) behind placement i of the last propose,
+  // valid until observe. Empty for learners that place the given groups as they are.
+  virtual std::span<const uint32_t> proposed_grouping(std::size_t /*i*/) const { return {}; }
+
   // The learner's whole state as JSON text; load_state restores it exactly into a learner built
   // with the same space and options (throws InputError when the text does not match).
   virtual std::string save_state() const = 0;

@@ -167,6 +167,7 @@ class Seq2SeqLearner : public Learner {
   std::vector<uint16_t> choices_;
   nn::Matrix<float> noise_;
   std::size_t handed_out_ = 0, observed_ = 0;
+  std::size_t last_propose_start_ = 0;  // handed_out_ when the last propose began
   std::vector<double> times_;
   std::vector<uint8_t> oom_;
   mutable bool activations_current_ = false;  // the policy's activations are the pending batch's

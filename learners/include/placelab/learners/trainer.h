@@ -42,6 +42,7 @@ struct CurvePoint {
   double step_time_s = 0;     // as measured; meaningless when oom
   bool oom = false;
   double best_s = std::numeric_limits<double>::infinity();  // best step time so far; inf until one ran
+  uint32_t groups = 0;        // learned groups holding units (hierarchical, eagle); 0 otherwise
 };
 
 // The best placement measured on the verify environment next to what the training environment said.
@@ -86,6 +87,9 @@ struct TrainSummary {
   int64_t best_sample = 0;          // 1-based sample that found the best; 0 when nothing ran
   Placement best_group_placement;   // empty when nothing ran
   Placement best_placement;         // the same, expanded to ops
+  // For learners that learn their groups: the best placement's grouping (search-space group →
+  // learned group, Learner::proposed_grouping); empty otherwise.
+  std::vector<uint32_t> best_learned_grouping;
   std::vector<CurvePoint> curve;    // one point per sample, in order (the resumed part included)
   std::vector<VerifyRecord> verifications;
   int64_t resumed_from = 0;         // samples restored from a checkpoint; 0 for a fresh run
