@@ -84,14 +84,8 @@ Placement EagleLearner::to_placement(std::span<const uint16_t> choice, std::size
 }
 
 Placement EagleLearner::mode() const {
-  nn::Matrix<float> inputs;
-  std::vector<GroupId> order;
-  const std::vector<GroupId> grouping = groups_.greedy(inputs, order);
-  std::vector<uint16_t> choice;
-  nn::Matrix<float> no_noise;
-  policy_->forward(inputs, 1, DecodeMode::kGreedy, choice, no_noise);
-  activations_current_ = false;
-  return LearnedGroups::place(grouping, order, choice, steps_, space_.devices);
+  activations_current_ = false;  // the greedy pass replaces the batch's activations
+  return groups_.mode(*policy_, space_.devices);
 }
 
 double EagleLearner::ppo_gradients(const nn::Matrix<float>& old_probs,

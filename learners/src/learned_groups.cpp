@@ -86,4 +86,13 @@ std::vector<GroupId> LearnedGroups::greedy(nn::Matrix<float>& inputs, std::vecto
   return grouping;
 }
 
+Placement LearnedGroups::mode(Seq2SeqPolicy<float>& placer, std::span<const DeviceId> devices) const {
+  nn::Matrix<float> inputs, no_noise;
+  std::vector<GroupId> order;
+  const std::vector<GroupId> grouping = greedy(inputs, order);
+  std::vector<uint16_t> choice;
+  placer.forward(inputs, 1, DecodeMode::kGreedy, choice, no_noise);
+  return place(grouping, order, choice, num_groups(), devices);
+}
+
 }  // namespace placelab

@@ -157,6 +157,13 @@ TEST(Seq2SeqLearners, HierarchicalPlacesUnitsByTheirLearnedGroup) {
         }
   }
   EXPECT_TRUE(differ) << "every placement of the batch drew the same grouping";
+  // The most probable placement: a device of the space for every unit, and the same each time.
+  const Placement m = hp.mode();
+  ASSERT_EQ(m.size(), U);
+  for (DeviceId d : m) EXPECT_LT(d, D);
+  EXPECT_EQ(hp.mode(), m);
+  hp.observe(batch, std::vector<Measurement>(12, Measurement{.step_time_s = 1.0}));  // mode() between propose and observe
+  EXPECT_EQ(hp.samples_seen(), 12);
   // The default learned-group count: min(256, 20 × devices).
   HierarchicalOptions d;
   EXPECT_EQ(d.group_count(5), 100u);
