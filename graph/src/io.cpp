@@ -111,6 +111,9 @@ class Reader {
 
   // Parses the text; malformed JSON and repeated keys are InputErrors with the line.
   json parse() const {
+    if (auto byte = where_.first_byte_deeper_than(kMaxJsonDepth))
+      throw InputError(std::string(origin_) + ":" + std::to_string(where_.line_of_byte(*byte)) + ": nested deeper than " +
+                       std::to_string(kMaxJsonDepth) + " levels");
     json doc;
     try {
       doc = json::parse(text_);
@@ -535,7 +538,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
   const std::filesystem::path dir = path.parent_path();
   const std::string base = path.filename().string();
   if (base.empty() || base == "." || base == "..")
-    throw Error("cannot write " + path.string() + ": the path names a directory, not a file");
+    throw InputError("cannot write " + path.string() + ": the path names a directory, not a file");
 
   // The temporary file lives next to the target, because rename() is atomic only within one file
   // system. Its name is hidden, unique per process and call, and short enough for NAME_MAX.
@@ -549,9 +552,14 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
     tmp_name.append(".").append(std::to_string(counter.fetch_add(1)));
     tmp = dir / tmp_name;
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt >= 100))
-      throw Error("cannot write " + path.string() + ": cannot create a temporary file in " +
-                  (dir.empty() ? std::string(".") : dir.string()) + ": " + reason(errno));
+    if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
+      // A folder that is missing, not a folder, or not ours to write is the user's path to
+      // mend (InputError, exit 2); anything else is the system's.
+      const std::string what = "cannot write " + path.string() + ": cannot create a temporary file in " +
+                               (dir.empty() ? std::string(".") : dir.string()) + ": " + reason(errno);
+      if (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == EROFS) throw InputError(what);
+      throw Error(what);
+    }
   }
   auto fail = [&](const std::string& step, int err, bool close_fd) {
     if (close_fd) ::close(fd);

@@ -337,6 +337,16 @@ std::optional<JsonLocator::DuplicateKey> JsonLocator::find_duplicate_key() const
   return walk(text_, *this, true, [](const std::vector<std::string>&, std::size_t) { return true; });
 }
 
+std::optional<std::size_t> JsonLocator::first_byte_deeper_than(std::size_t max_depth) const {
+  std::optional<std::size_t> at;
+  walk(text_, *this, false, [&](const std::vector<std::string>& path, std::size_t pos) {
+    if (path.size() <= max_depth) return true;
+    at = pos;
+    return false;
+  });
+  return at;
+}
+
 std::string JsonLocator::pointer_at_byte(std::size_t offset) const {
   std::string pointer;
   walk(text_, *this, false, [&](const std::vector<std::string>& path, std::size_t pos) {

@@ -766,6 +766,8 @@ std::string read_maybe_gzip(const std::filesystem::path& path) {
 TraceImport import_trace_text(std::string_view text, std::string_view origin, const TraceImportOptions& options) {
   options.validate();
   json root;
+  if (auto byte = JsonLocator(text).first_byte_deeper_than(kMaxJsonDepth))
+    fail(origin, JsonLocator(text).line_of_byte(*byte), "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   try {
     root = json::parse(text);
   } catch (const json::parse_error& e) {

@@ -442,6 +442,15 @@ TEST_F(Cli, ModelsExportInspect) {
   EXPECT_EQ(j["graph"], "cnn.json");
   EXPECT_EQ(placelab("export nosuchnet").status, 2);
   EXPECT_EQ(placelab("export resnet50:depth=3").status, 2);
+  // A folder that does not exist is the user's mistake: exit 2, naming the path.
+  CliResult missing = placelab("export cifar10_cnn -o " + (dir_ / "no_such_dir" / "x.json").string());
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find("no_such_dir"), std::string::npos) << missing.out;
+  // A document nested 100,000 levels deep is rejected with its line, not a stack overflow.
+  const std::string deep = write("deep.json", std::string(100000, '[') + std::string(100000, ']'));
+  CliResult d = placelab("inspect " + deep);
+  EXPECT_EQ(d.status, 2) << d.out;
+  EXPECT_NE(d.out.find("deep.json:1: nested deeper than 512 levels"), std::string::npos) << d.out;
 }
 
 TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {

@@ -146,6 +146,20 @@ TEST(JsonLocator, FindsTheLineOfNestedValues) {
   EXPECT_EQ(where.line_of("/nope"), 1);
 }
 
+TEST(JsonLocator, FindsWhereNestingGoesTooDeep) {
+  const std::string text = "{\"a\": [1,\n [[\"[[[[\"]]]]}";  // brackets inside a string do not count
+  // The string sits inside four containers: the object, "a" and two arrays.
+  EXPECT_EQ(JsonLocator(text).first_byte_deeper_than(4), std::nullopt);
+  EXPECT_EQ(JsonLocator(text).first_byte_deeper_than(3), text.find('"', 7));
+  const auto at = JsonLocator(text).first_byte_deeper_than(2);
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(text[*at], '[');
+  EXPECT_EQ(JsonLocator(text).line_of_byte(*at), 2);
+  // The first value inside 513 brackets is the 514th '['.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(JsonLocator(deep).first_byte_deeper_than(kMaxJsonDepth), kMaxJsonDepth + 1);
+}
+
 TEST(JsonLocator, IgnoresBracketsQuotesAndCommasInsideStrings) {
   const std::string text =
       "{\"a\": \"}]\\\"{[,\",\n"       // 1: a string full of structure characters
@@ -661,8 +675,8 @@ TEST(WriteFileAtomically, IntoAMissingDirectoryFailsAndCreatesNothing) {
   TempDir dir;
   try {
     write_file_atomically(dir.path / "no_such_dir" / "out.json", "x");
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {  // the user's path to mend: exit status 2
     EXPECT_TRUE(contains(e.what(), "out.json: cannot create a temporary file in")) << e.what();
     EXPECT_TRUE(contains(e.what(), "No such file or directory")) << e.what();
   }

@@ -150,6 +150,12 @@ TEST(TraceImport, MalformedJsonNamesFileAndLine) {
 TEST(TraceImport, RejectsWhatIsNoTrace) {
   EXPECT_THROW(import_trace_text(R"({"events": []})", "x.json"), InputError);
   EXPECT_THROW(import_trace_text(R"({"traceEvents": {}})", "x.json"), InputError);
+  try {  // nested 100,000 levels deep: rejected with its line before anything recursive runs
+    import_trace_text("{\"traceEvents\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "deep.json");
+    ADD_FAILURE() << "a 100,000-level document was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("deep.json:1"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(import_trace_text(R"({"traceEvents": [{"ph": "X", "name": "a"}]})", "x.json"), InputError);
   EXPECT_THROW(import_trace(fs::path("/nonexistent/trace.json")), InputError);
   fs::path corrupt = temp_file("corrupt.gz", std::string("\x1f\x8b\x08\x00garbage", 11));

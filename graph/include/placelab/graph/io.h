@@ -61,7 +61,8 @@ void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placem
 // Writes `text` to `path` atomically: a temporary file in the same folder is written, flushed to
 // disk and renamed over `path`, so that readers and crashes see the old file or the new one,
 // never a half-written one. On failure the temporary file is removed, `path` is left as it was,
-// and Error names the path and the system's reason.
+// and Error names the path and the system's reason — InputError when the path is the user's to
+// mend (a missing or unwritable folder, a directory's name).
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace placelab

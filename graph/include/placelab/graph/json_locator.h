@@ -15,6 +15,9 @@
 
 namespace placelab {
 
+// Nesting the JSON readers accept: far beyond any graph, placement, machine or trace file.
+inline constexpr std::size_t kMaxJsonDepth = 512;
+
 class JsonLocator {
  public:
   // `text` is not copied: it must outlive the locator. It should be valid JSON (parse it first);
@@ -42,6 +45,10 @@ class JsonLocator {
     int line = 0;         // of its key
   };
   std::optional<DuplicateKey> find_duplicate_key() const;
+
+  // The byte where a value nests deeper than `max_depth` containers, if one does. Readers reject
+  // such text before anything recursive (nlohmann's dump, say, in an error message) touches it.
+  std::optional<std::size_t> first_byte_deeper_than(std::size_t max_depth) const;
 
  private:
   std::string_view text_;
