@@ -5,6 +5,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/learners/nn/functions.h"
+#include "problem_fields.h"
 #include "require.h"
 
 namespace placelab {
@@ -47,14 +48,7 @@ nn::Matrix<T> unit_feature_matrix(const PlacementProblem& p) {
       f(row + 1, c) = n[k].second;
     }
   }
-  const nn::Index scalars = Ti + kShapeSlots;
-  for (auto [row, values] : {std::pair{scalars, &p.group_flops}, std::pair{scalars + 1, &p.group_output_bytes},
-                             std::pair{scalars + 2, &p.group_persistent_bytes}}) {
-    double top = 0;
-    for (double x : *values) top = std::max(top, std::log1p(std::max(x, 0.0)));
-    for (std::size_t u = 0; u < U; ++u)
-      f(row, static_cast<nn::Index>(u)) = top > 0 ? std::log1p(std::max((*values)[u], 0.0)) / top : 0.0;
-  }
+  detail::put_scaled_sizes(p, Ti + kShapeSlots, f);
   return f.cast<T>();
 }
 
@@ -66,20 +60,7 @@ PlacementProblem merge_units(const PlacementProblem& units, std::span<const Grou
   PLACELAB_CHECK(assignment.size() == U) << "assignment of " << assignment.size() << " units for " << U;
   PlacementProblem p;
   p.op_types = units.op_types;
-  p.op_type = units.op_type;
-  p.op_shape = units.op_shape;
-  p.op_flops = units.op_flops;
-  p.op_output_bytes = units.op_output_bytes;
-  p.op_persistent_bytes = units.op_persistent_bytes;
-  p.op_topological_index = units.op_topological_index;
-  p.op_edges = units.op_edges;
-  p.num_groups = G;
-  p.group_size.assign(G, 0);
-  p.group_type_counts.assign(G * types, 0.0);
-  p.group_shape.assign(G, ShapeSlots{});
-  p.group_flops.assign(G, 0.0);
-  p.group_output_bytes.assign(G, 0.0);
-  p.group_persistent_bytes.assign(G, 0.0);
+  detail::reset_group_fields(p, G);
   for (std::size_t u = 0; u < U; ++u) {
     const GroupId g = assignment[u];
     PLACELAB_CHECK(g < G) << "unit " << u << " in group " << g << " of " << G;

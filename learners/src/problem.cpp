@@ -6,6 +6,7 @@
 #include <set>
 
 #include "placelab/graph/error.h"
+#include "problem_fields.h"
 
 namespace placelab {
 
@@ -81,14 +82,8 @@ PlacementProblem describe_problem(const OpGraph& graph, const Grouping& grouping
     });
   }
 
-  p.num_groups = G;
   const std::size_t T = p.op_types.size();
-  p.group_size.assign(G, 0);
-  p.group_type_counts.assign(G * T, 0.0);
-  p.group_shape.assign(G, ShapeSlots{});
-  p.group_flops.assign(G, 0.0);
-  p.group_output_bytes.assign(G, 0.0);
-  p.group_persistent_bytes.assign(G, 0.0);
+  detail::reset_group_fields(p, G);
   std::vector<uint32_t> first_topo(G, UINT32_MAX);
   std::vector<std::map<std::string, uint32_t>> prefixes(G);  // every scope prefix → member ops under it
   for (OpId v = 0; v < n; ++v) {
@@ -165,14 +160,7 @@ nn::Matrix<T> group_feature_matrix(const PlacementProblem& p, std::span<const Gr
     auto hp = f.col(g).head(2 * G + types + kShapeSlots);
     hp /= hp.maxCoeff() + 1.0;
   }
-  const nn::Index scalars = 2 * G + types + kShapeSlots;
-  for (auto [row, values] : {std::pair{scalars, &p.group_flops}, std::pair{scalars + 1, &p.group_output_bytes},
-                             std::pair{scalars + 2, &p.group_persistent_bytes}}) {
-    double top = 0;
-    for (double x : *values) top = std::max(top, std::log1p(std::max(x, 0.0)));
-    for (nn::Index g = 0; g < G; ++g)
-      f(row, g) = top > 0 ? std::log1p(std::max((*values)[static_cast<std::size_t>(g)], 0.0)) / top : 0.0;
-  }
+  detail::put_scaled_sizes(p, 2 * G + types + kShapeSlots, f);
   nn::Matrix<T> out(f.rows(), G);
   for (nn::Index i = 0; i < G; ++i) out.col(i) = f.col(order[static_cast<std::size_t>(i)]).template cast<T>();
   return out;

@@ -45,7 +45,8 @@ nn::Index unit_feature_size(const PlacementProblem& units);
 // (assignment[u] = the learned group of unit u, < groups): type counts, shapes, FLOPs, bytes and
 // sizes summed; edges between distinct learned groups with their op-edge counts and bytes; the
 // order of first readiness; names "g<k>" (an empty group has size 0 and zero features). Linear in
-// units + unit edges + groups²; op-level fields and op_types are copied from `units`.
+// units + unit edges + groups²; op_types is copied from `units`, the op-level fields are left empty
+// (the placer reads only groups; merge_units runs once per sampled placement).
 PlacementProblem merge_units(const PlacementProblem& units, std::span<const GroupId> assignment, std::size_t groups);
 
 // The same learned grouping as a Grouping of the graph's ops, for evaluation and reports:
