@@ -117,6 +117,17 @@ struct Synthetic256 {
   }
 };
 
+// One update's placements drawn and observed at once-answered times (the update runs in observe):
+// the neural learners' own cost. Returns the samples drawn.
+int64_t draw_and_update(Learner& learner, int64_t samples) {
+  const std::vector<Placement> batch = learner.propose(learner.samples_until_update());
+  std::vector<Measurement> times(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    times[i].step_time_s = 1.0 + 0.01 * static_cast<double>((samples + static_cast<int64_t>(i)) % 7);
+  learner.observe(batch, times);
+  return static_cast<int64_t>(batch.size());
+}
+
 void BM_Seq2SeqSample(benchmark::State& state, const std::string& learner_name) {
   static const Synthetic256 s;
   const auto hidden = static_cast<int64_t>(state.range(0));
@@ -124,14 +135,7 @@ void BM_Seq2SeqSample(benchmark::State& state, const std::string& learner_name) 
       make_learner(LearnerConfig{learner_name, {{"hidden", hidden}}}, LearnerContext{s.space, /*seed=*/1, &s.problem});
   learner->set_sample_budget(1'000'000);
   int64_t samples = 0;
-  for (auto _ : state) {
-    const std::size_t update = learner->samples_until_update();
-    const std::vector<Placement> batch = learner->propose(update);
-    std::vector<Measurement> times(batch.size());
-    for (std::size_t i = 0; i < batch.size(); ++i) times[i].step_time_s = 1.0 + 0.01 * static_cast<double>((samples + static_cast<int64_t>(i)) % 7);
-    learner->observe(batch, times);  // the update runs here
-    samples += static_cast<int64_t>(batch.size());
-  }
+  for (auto _ : state) samples += draw_and_update(*learner, samples);
   state.SetItemsProcessed(samples);
   state.counters["groups"] = static_cast<double>(s.space.num_groups);
   state.counters["devices"] = static_cast<double>(s.space.devices.size());
@@ -222,14 +226,7 @@ void BM_LearnedGroupingSample(benchmark::State& state, const std::string& learne
   std::unique_ptr<Learner> learner = make_learner(LearnerConfig{learner_name, {}}, LearnerContext{space, 1, &s.problem});
   learner->set_sample_budget(1'000'000);
   int64_t samples = 0;
-  for (auto _ : state) {
-    const std::vector<Placement> batch = learner->propose(learner->samples_until_update());
-    std::vector<Measurement> times(batch.size());
-    for (std::size_t i = 0; i < batch.size(); ++i)
-      times[i].step_time_s = 1.0 + 0.01 * static_cast<double>((samples + static_cast<int64_t>(i)) % 7);
-    learner->observe(batch, times);
-    samples += static_cast<int64_t>(batch.size());
-  }
+  for (auto _ : state) samples += draw_and_update(*learner, samples);
   state.SetItemsProcessed(samples);
 }
 
