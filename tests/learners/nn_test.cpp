@@ -181,6 +181,57 @@ TEST_P(NnAttentionGradient, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(MemoryBatch, NnAttentionGradient, ::testing::Values(Index{1}, Index{2}));
 
+// The float products of a recurrence step (nn::small_product, reached through nn::multiply) against
+// a double product: every row and column tail of both kernels, blocks of larger matrices, and
+// accumulation. A wrong index or a lost tail term is off by O(1); float rounding by ~1e-6 of Σ|a·x|.
+TEST(NnSmallProduct, MatchesADoubleProductOnEveryTail) {
+  Rng rng(7);
+  using MatF = nn::Matrix<float>;
+  int checked = 0;
+  for (const bool transposed : {false, true})
+    for (const Index m : {1, 3, 7, 8, 15, 16, 17, 40})
+      for (const Index k : {1, 5, 8, 9, 31, 64})
+        for (const Index n : {3, 4, 5, 6, 7, 10, 12, 13, 16, 17})
+          for (const bool accumulate : {false, true}) {
+            // A is a block of a larger matrix (an outer stride of rows + 3), as the decoder's
+            // Wx.rightCols(H) is; C and X are column blocks.
+            MatF big(transposed ? k + 3 : m + 3, transposed ? m + 2 : k + 2), Xbig(k, n + 2), C(m, n + 1);
+            nn::Matrix<double> tmp;
+            for (auto* mat : {&big, &Xbig, &C}) {
+              tmp.resize(mat->rows(), mat->cols());
+              fill_uniform(tmp, rng);
+              *mat = tmp.cast<float>();
+            }
+            const auto X = Xbig.middleCols(1, n);
+            const MatF C0 = C;
+            nn::Matrix<double> expected, magnitude;
+            if (transposed) {
+              const auto A = big.block(2, 1, k, m).transpose();
+              expected = A.cast<double>() * X.cast<double>();
+              magnitude = A.cast<double>().cwiseAbs() * X.cast<double>().cwiseAbs();
+              nn::multiply(C.leftCols(n), A, X, accumulate);
+            } else {
+              const auto A = big.block(2, 1, m, k);
+              expected = A.cast<double>() * X.cast<double>();
+              magnitude = A.cast<double>().cwiseAbs() * X.cast<double>().cwiseAbs();
+              nn::multiply(C.leftCols(n), A, X, accumulate);
+            }
+            if (accumulate) expected += C0.leftCols(n).cast<double>();
+            for (Index j = 0; j < n; ++j)
+              for (Index i = 0; i < m; ++i)
+                ASSERT_NEAR(C(i, j), expected(i, j), 1e-5 * (magnitude(i, j) + 1))
+                    << (transposed ? "Aᵀ" : "A") << " " << m << " × " << k << " times " << n << " columns at (" << i
+                    << ", " << j << ")" << (accumulate ? ", accumulating" : "");
+            ASSERT_EQ(C.col(n), C0.col(n)) << "wrote past its columns";
+            ++checked;
+          }
+  EXPECT_EQ(checked, 2 * 8 * 6 * 10 * 2);
+  // The kernels decline what they are not for, leaving C to Eigen.
+  std::vector<float> a(64, 1.0f), x(64, 1.0f), c(64, 0.0f);
+  EXPECT_FALSE(nn::small_product(4, 3, 4, a.data(), 4, false, x.data(), 4, c.data(), 4, false));
+  EXPECT_FALSE(nn::small_product(4, 17, 1, a.data(), 4, false, x.data(), 1, c.data(), 4, false));
+}
+
 TEST(NnFunctions, ShapedLogitsBackwardMatchesFiniteDifferences) {
   Rng rng(9);
   for (double c : {0.0, 2.5}) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -55,7 +56,8 @@ void Attention<T>::set_memory(const In<T>& M, Index steps, Index memory_batch) {
   K_.resize(W1.value.rows(), M.cols());
   K_.noalias() = W1.value * M_;
   dK_.setZero(K_.rows(), K_.cols());
-  dMctx_.setZero(M_.rows(), M_.cols());
+  queries_ = 0;
+  if (P_.rows() != steps) P_.resize(steps, P_.cols());
 }
 
 template <typename T>
@@ -91,21 +93,25 @@ void Attention<T>::backward(const In<T>& Q, const In<T>& probs, const In<T>& dco
   U_.resize(A, B);
   multiply(U_, W2.value, Q);
   dU_.setZero(A, B);
-  // context = M a: dM += dc aᵀ and da = Mᵀ dc, as GEMMs over the batch when the memory is shared.
-  DA_.resize(steps_, B);
-  if (memory_batch_ == 1) {
-    dMctx_.noalias() += dcontext * probs.transpose();
-    multiply(DA_, M_.transpose(), dcontext);
-  } else {
-    for (Index b = 0; b < B; ++b) {
-      columns_of(dMctx_, steps_, memory_batch_, b).noalias() += dcontext.col(b) * probs.col(b).transpose();
-      DA_.col(b).noalias() = columns_of(std::as_const(M_), steps_, memory_batch_, b).transpose() * dcontext.col(b);
-    }
+  // context = M a: da = Mᵀ dc now, and dM += dc aᵀ in memory_backward from the kept dc and a.
+  PLACELAB_CHECK(queries_ % B == 0 && (memory_batch_ == 1 || memory_batch_ == B))
+      << "attention backward: " << B << " queries after " << queries_;
+  if (queries_ + B > dC_.cols()) {
+    const Index capacity = std::max(2 * dC_.cols(), queries_ + B);
+    dC_.conservativeResize(M_.rows(), capacity);
+    P_.conservativeResize(steps_, capacity);
   }
+  dC_.middleCols(queries_, B) = dcontext;
+  P_.middleCols(queries_, B) = probs;
+  queries_ += B;
+  DA_.resize(steps_, B);
+  if (memory_batch_ == 1) multiply(DA_, M_.transpose(), dcontext);
+  else
+    for (Index b = 0; b < B; ++b)
+      DA_.col(b).noalias() = columns_of(std::as_const(M_), steps_, memory_batch_, b).transpose() * dcontext.col(b);
   const auto w = v.value.col(0);
   auto dw = v.grad.col(0);
   t_.resize(A);
-  g_.resize(A);
   for (Index b = 0; b < B; ++b) {
     const auto a = probs.col(b);
     // softmax: dscore = a ⊙ (da − aᵀda); then per memory column, with t = tanh(k_j + u):
@@ -117,10 +123,18 @@ void Attention<T>::backward(const In<T>& Q, const In<T>& probs, const In<T>& dco
     for (Index j = 0; j < steps_; ++j) {
       const T ds = dscore_(j);
       t_.array() = (keys.col(j) + U_.col(b)).array().tanh();
-      dw += ds * t_;
-      g_.array() = ds * w.array() * (T(1) - t_.array().square());
-      dkeys.col(j) += g_;
-      du += g_;
+      // One pass for the three sums (Eigen would make one pass per statement).
+      T* __restrict dkj = dkeys.col(j).data();
+      T* __restrict dup = du.data();
+      T* __restrict dwp = dw.data();
+      const T* __restrict tp = t_.data();
+      const T* __restrict wp = w.data();
+      for (Index r = 0; r < A; ++r) {
+        dwp[r] += ds * tp[r];
+        const T g = ds * wp[r] * (T(1) - tp[r] * tp[r]);
+        dkj[r] += g;
+        dup[r] += g;
+      }
     }
   }
   W2.grad.noalias() += dU_ * Q.transpose();
@@ -130,6 +144,18 @@ void Attention<T>::backward(const In<T>& Q, const In<T>& probs, const In<T>& dco
 template <typename T>
 void Attention<T>::memory_backward(Matrix<T>& dM) {
   W1.grad.noalias() += dK_ * M_.transpose();
+  // The context's part, Σ over queries of dc aᵀ, as one product per memory (a query's columns of
+  // dC_ and P_ are every memory_batch-th from its own).
+  dMctx_.setZero(M_.rows(), M_.cols());
+  if (memory_batch_ == 1) {
+    dMctx_.noalias() += dC_.leftCols(queries_) * P_.leftCols(queries_).transpose();
+  } else {
+    const Index calls = queries_ / memory_batch_;
+    for (Index b = 0; b < memory_batch_ && calls > 0; ++b)
+      columns_of(dMctx_, steps_, memory_batch_, b).noalias() +=
+          columns_of(std::as_const(dC_), calls, memory_batch_, b) *
+          columns_of(std::as_const(P_), calls, memory_batch_, b).transpose();
+  }
   dM.resize(M_.rows(), M_.cols());
   dM.noalias() = W1.value.transpose() * dK_;
   dM += dMctx_;

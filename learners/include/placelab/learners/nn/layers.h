@@ -204,8 +204,12 @@ class Attention {
   Index column(Index j, Index b) const { return j * memory_batch_ + (memory_batch_ == 1 ? 0 : b); }
   Index steps_ = 0, memory_batch_ = 1;
   Matrix<T> M_, K_, dK_, dMctx_;       // memory, keys W1 M, and their gradients
+  // Every backward call's context gradient and weights, in call order (queries_ columns in use):
+  // memory_backward turns them into dMctx in one product instead of a sweep of M per call.
+  Matrix<T> dC_, P_;
+  Index queries_ = 0;
   Matrix<T> U_, dU_, DA_;              // W2 Q, its gradient, the gradient to the weights a
-  Vector<T> scores_, dscore_, t_, g_;
+  Vector<T> scores_, dscore_, t_;
 };
 
 }  // namespace placelab::nn

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -29,15 +30,37 @@ using In = Eigen::Ref<const Matrix<T>>;
 template <typename T>
 using Out = Eigen::Ref<Matrix<T>>;
 
-// C = A·B, or C += A·B with `accumulate`. For the products inside a recurrence — a weight matrix
-// times one step's few columns — Eigen's GEMM packs all of A into a buffer that it takes from the
-// heap above EIGEN_STACK_ALLOCATION_LIMIT (128 KB; 2 MB for a 2048 × 512 float LSTM weight), so
-// such a product runs in row panels small enough to pack on the stack: a time step allocates
-// nothing (tests/learners/alloc_test.cpp), at the price of repacking B's few columns per panel.
-// Wide products (a whole sequence at once) go to Eigen in one piece.
+// The recurrences' products in float — a weight matrix times one step's few columns: C (m × n) =
+// or += A·X with 4 ≤ n ≤ 16, A column-major (A(i, p) at A[i + p·lda]) or, with `a_transposed`,
+// the transpose of a column-major matrix (A(i, p) at A[p + i·lda]). Eigen's GEMM packs all of A on
+// every call, which for a 2048 × 512 weight and 10 columns is most of the product's memory traffic;
+// these kernels read A once, unpacked, and allocate nothing (bench BM_SmallProduct: 1.3-2.6× the
+// speed of the Eigen product they replace). Returns false, leaving C alone, where the shape is out
+// of range or the build lacks AVX2 + FMA.
+bool small_product(Index m, Index n, Index k, const float* A, Index lda, bool a_transposed, const float* X, Index ldx,
+                   float* C, Index ldc, bool accumulate);
+inline constexpr Index kSmallProductMinColumns = 4, kSmallProductMaxColumns = 16;
+
+// C = A·B, or C += A·B with `accumulate`. In float, products with a few columns go to
+// small_product. Otherwise, for the products inside a recurrence, Eigen's GEMM packs all of A into
+// a buffer that it takes from the heap above EIGEN_STACK_ALLOCATION_LIMIT (128 KB; 2 MB for a
+// 2048 × 512 float LSTM weight), so such a product runs in row panels small enough to pack on the
+// stack: a time step allocates nothing (tests/learners/alloc_test.cpp), at the price of repacking
+// B's few columns per panel. Wide products (a whole sequence at once) go to Eigen in one piece.
 template <typename DC, typename DA, typename DB>
 void multiply(DC&& C, const DA& A, const DB& B, bool accumulate = false) {
   using T = typename std::decay_t<DA>::Scalar;
+  using CT = std::decay_t<DC>;
+  using AT = std::decay_t<DA>;
+  using BT = std::decay_t<DB>;
+  if constexpr (std::is_same_v<T, float> && (AT::Flags & Eigen::DirectAccessBit) && (BT::Flags & Eigen::DirectAccessBit) &&
+                (CT::Flags & Eigen::DirectAccessBit) && !BT::IsRowMajor && !CT::IsRowMajor) {
+    if (B.cols() >= kSmallProductMinColumns && B.cols() <= kSmallProductMaxColumns && A.innerStride() == 1 &&
+        B.innerStride() == 1 && C.innerStride() == 1 && C.rows() == A.rows() && C.cols() == B.cols() &&
+        small_product(A.rows(), B.cols(), A.cols(), A.data(), A.outerStride(), AT::IsRowMajor, B.data(), B.outerStride(),
+                      C.data(), C.outerStride(), accumulate))
+      return;
+  }
   constexpr Index kPanelValues = EIGEN_STACK_ALLOCATION_LIMIT / static_cast<Index>(sizeof(T)) / 2;
   const Index panel = std::max<Index>(8, kPanelValues / std::max<Index>(A.cols(), 1) / 8 * 8);
   const Index step = B.cols() <= 64 ? panel : A.rows();
