@@ -34,9 +34,9 @@ using Out = Eigen::Ref<Matrix<T>>;
 // or += A·X with 4 ≤ n ≤ 16, A column-major (A(i, p) at A[i + p·lda]) or, with `a_transposed`,
 // the transpose of a column-major matrix (A(i, p) at A[p + i·lda]). Eigen's GEMM packs all of A on
 // every call, which for a 2048 × 512 weight and 10 columns is most of the product's memory traffic;
-// these kernels read A once, unpacked, and allocate nothing (bench BM_SmallProduct: 1.3-2.6× the
-// speed of the Eigen product they replace). Returns false, leaving C alone, where the shape is out
-// of range or the build lacks AVX2 + FMA.
+// these kernels read A once, unpacked, and allocate nothing (bench BM_SmallProduct: 1.3× and
+// 1.8× the speed of Eigen's product, forwards and transposed). Returns false, leaving C alone,
+// where the shape is out of range or the build lacks AVX2 + FMA.
 bool small_product(Index m, Index n, Index k, const float* A, Index lda, bool a_transposed, const float* X, Index ldx,
                    float* C, Index ldc, bool accumulate);
 inline constexpr Index kSmallProductMinColumns = 4, kSmallProductMaxColumns = 16;
