@@ -86,7 +86,7 @@ std::vector<GroupId> LearnedGroups::greedy(nn::Matrix<float>& inputs, std::vecto
   return grouping;
 }
 
-Placement LearnedGroups::mode(Seq2SeqPolicy<float>& placer, std::span<const DeviceId> devices) const {
+Placement LearnedGroups::mode(PlacerPolicy<float>& placer, std::span<const DeviceId> devices) const {
   nn::Matrix<float> inputs, no_noise;
   std::vector<GroupId> order;
   const std::vector<GroupId> grouping = greedy(inputs, order);

@@ -4,6 +4,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/learners/nn/functions.h"
+#include "decide.h"
 #include "require.h"
 
 namespace placelab {
@@ -125,18 +126,8 @@ template <typename T>
 void Seq2SeqPolicy<T>::forward(const Matrix& inputs, Index batch, DecodeMode mode, std::vector<uint16_t>& choices,
                                Matrix& noise, double noise_std, Rng* rng) {
   const Index S = steps_, H = hidden_, D = devices_, B = batch;
-  PLACELAB_CHECK(batch >= 1) << "seq2seq batch " << batch;
-  PLACELAB_CHECK(mode != DecodeMode::kSample || rng) << "sampling needs an rng";
+  detail::prepare_decisions<T>(mode, S, B, D, choices, noise, noise_std, rng);
   batch_ = batch;
-  if (mode == DecodeMode::kGiven) {
-    PLACELAB_CHECK(static_cast<Index>(choices.size()) == S * B) << choices.size() << " choices for " << S * B;
-    for (uint16_t c : choices) PLACELAB_CHECK(c < D) << "choice " << c << " of " << D << " devices";
-    PLACELAB_CHECK(noise.size() == 0 || (noise.rows() == D && noise.cols() == S * B)) << "noise shape";
-  } else {
-    choices.assign(static_cast<std::size_t>(S * B), 0);
-    if (mode == DecodeMode::kSample && noise_std > 0) noise.resize(D, S * B);
-    else noise.resize(0, 0);
-  }
   encode(inputs);
 
   const auto L = static_cast<std::size_t>(options_.layers);
@@ -192,33 +183,7 @@ void Seq2SeqPolicy<T>::decode_step(Index s, DecodeMode mode, std::vector<uint16_
   head_.forward(block(head_in_), logits_step_);
   auto shaped = block(shaped_);
   nn::shape_logits<T>(logits_step_, static_cast<T>(options_.temperature), static_cast<T>(options_.tanh_constant), shaped);
-  logits_step_ = shaped;
-  if (noise.size() > 0) {
-    if (mode == DecodeMode::kSample) {
-      // The Hierarchical Planner's logit noise: std = noise_std × the RMS of the step's logits.
-      const double rms = std::sqrt(shaped.template cast<double>().squaredNorm() / static_cast<double>(shaped.size()));
-      for (Index b = 0; b < B; ++b)
-        for (Index d = 0; d < D; ++d) noise(d, s * B + b) = static_cast<T>(noise_std * rms * standard_normal(*rng));
-    }
-    logits_step_ += block(noise);
-  }
-  auto p = block(probs_);
-  nn::softmax_columns<T>(logits_step_, p);
-  for (Index b = 0; b < B; ++b) {
-    uint16_t& choice = choices[static_cast<std::size_t>(b * S + s)];
-    if (mode == DecodeMode::kSample) {
-      choice = static_cast<uint16_t>(nn::sample_category(p.col(b).data(), D, uniform01(*rng)));
-    } else if (mode == DecodeMode::kGreedy) {
-      Index best = 0;
-      logits_step_.col(b).maxCoeff(&best);
-      choice = static_cast<uint16_t>(best);
-    }
-    // log p from the logits, exact even where p underflows.
-    const double mx = static_cast<double>(logits_step_.col(b).maxCoeff());
-    double sum = 0;
-    for (Index d = 0; d < D; ++d) sum += std::exp(static_cast<double>(logits_step_(d, b)) - mx);
-    log_probs_[static_cast<std::size_t>(b)] += static_cast<double>(logits_step_(choice, b)) - mx - std::log(sum);
-  }
+  detail::decide_step<T>(shaped, s, S, mode, choices, noise, noise_std, rng, logits_step_, block(probs_), log_probs_);
 }
 
 template <typename T>
@@ -326,6 +291,71 @@ void Seq2SeqPolicy<T>::encoder_backward() {
     dH = &dM_;
   }
 }
+
+namespace detail {
+
+template <typename T>
+void prepare_decisions(DecodeMode mode, Index steps, Index batch, Index devices, std::vector<uint16_t>& choices,
+                       nn::Matrix<T>& noise, double noise_std, const Rng* rng) {
+  const Index n = steps * batch;
+  PLACELAB_CHECK(batch >= 1) << "placer batch " << batch;
+  PLACELAB_CHECK(mode != DecodeMode::kSample || rng) << "sampling needs an rng";
+  if (mode == DecodeMode::kGiven) {
+    PLACELAB_CHECK(static_cast<Index>(choices.size()) == n) << choices.size() << " choices for " << n;
+    for (uint16_t c : choices) PLACELAB_CHECK(c < devices) << "choice " << c << " of " << devices << " devices";
+    PLACELAB_CHECK(noise.size() == 0 || (noise.rows() == devices && noise.cols() == n)) << "noise shape";
+  } else {
+    choices.assign(static_cast<std::size_t>(n), 0);
+    if (mode == DecodeMode::kSample && noise_std > 0) noise.resize(devices, n);
+    else noise.resize(0, 0);
+  }
+}
+
+template <typename T>
+void decide_step(const nn::In<T>& shaped, Index s, Index steps, DecodeMode mode, std::vector<uint16_t>& choices,
+                 nn::Matrix<T>& noise, double noise_std, Rng* rng, nn::Matrix<T>& logits, nn::Out<T> probs,
+                 std::vector<double>& log_probs) {
+  const Index D = shaped.rows(), B = shaped.cols();
+  logits = shaped;
+  if (noise.size() > 0) {
+    if (mode == DecodeMode::kSample) {
+      // The Hierarchical Planner's logit noise: std = noise_std × the RMS of the step's logits.
+      const double rms = std::sqrt(shaped.template cast<double>().squaredNorm() / static_cast<double>(shaped.size()));
+      for (Index b = 0; b < B; ++b)
+        for (Index d = 0; d < D; ++d) noise(d, s * B + b) = static_cast<T>(noise_std * rms * standard_normal(*rng));
+    }
+    logits += noise.middleCols(s * B, B);
+  }
+  nn::softmax_columns<T>(logits, probs);
+  for (Index b = 0; b < B; ++b) {
+    uint16_t& choice = choices[static_cast<std::size_t>(b * steps + s)];
+    if (mode == DecodeMode::kSample) {
+      choice = static_cast<uint16_t>(nn::sample_category(probs.col(b).data(), D, uniform01(*rng)));
+    } else if (mode == DecodeMode::kGreedy) {
+      Index best = 0;
+      logits.col(b).maxCoeff(&best);
+      choice = static_cast<uint16_t>(best);
+    }
+    // log p from the logits, exact even where p underflows.
+    const double mx = static_cast<double>(logits.col(b).maxCoeff());
+    double sum = 0;
+    for (Index d = 0; d < D; ++d) sum += std::exp(static_cast<double>(logits(d, b)) - mx);
+    log_probs[static_cast<std::size_t>(b)] += static_cast<double>(logits(choice, b)) - mx - std::log(sum);
+  }
+}
+
+template void prepare_decisions<float>(DecodeMode, Index, Index, Index, std::vector<uint16_t>&, nn::Matrix<float>&,
+                                       double, const Rng*);
+template void prepare_decisions<double>(DecodeMode, Index, Index, Index, std::vector<uint16_t>&, nn::Matrix<double>&,
+                                        double, const Rng*);
+template void decide_step<float>(const nn::In<float>&, Index, Index, DecodeMode, std::vector<uint16_t>&,
+                                 nn::Matrix<float>&, double, Rng*, nn::Matrix<float>&, nn::Out<float>,
+                                 std::vector<double>&);
+template void decide_step<double>(const nn::In<double>&, Index, Index, DecodeMode, std::vector<uint16_t>&,
+                                  nn::Matrix<double>&, double, Rng*, nn::Matrix<double>&, nn::Out<double>,
+                                  std::vector<double>&);
+
+}  // namespace detail
 
 template class Seq2SeqPolicy<float>;
 template class Seq2SeqPolicy<double>;

@@ -5,6 +5,7 @@
 
 #include "option_table.h"
 #include "placelab/graph/error.h"
+#include "placelab/learners/gcn.h"
 #include "registry_entries.h"
 #include "seq2seq_options.h"
 #include "require.h"
@@ -28,6 +29,9 @@ AttentionPlacement attention_from(const std::string& name) {
 // ---- Options -----------------------------------------------------------------------------------
 
 void Seq2SeqPolicyOptions::validate_policy(const std::string& owner) const {
+  require(placer == "seq2seq" || placer == "gcn", owner, "placer", placer, "must be one of seq2seq, gcn");
+  require(placer != "gcn" || inputs == "features", owner, "inputs", inputs,
+          "must be features with placer gcn (its nodes are the groups' features)");
   require(attention == "after" || attention == "before" || attention == "none", owner, "attention", attention,
           "must be one of after, before, none");
   require(inputs == "features" || inputs == "names", owner, "inputs", inputs, "must be one of features, names");
@@ -127,6 +131,21 @@ Seq2SeqLearner::Seq2SeqLearner(SearchSpace space, const PlacementProblem& proble
   else
     for (GroupId g = 0; g < problem.num_groups; ++g) order_.push_back(g);
   if (policy.inputs == "features") inputs_ = group_feature_matrix<float>(problem, order_);
+  if (policy.placer == "gcn") {
+    // EAGLE's GCN reads the group graph as its adjacency, so the features' adjacency rows (the
+    // first 2·G) go; the edges are between decode positions.
+    const auto G = static_cast<nn::Index>(problem.num_groups);
+    inputs_ = nn::Matrix<float>(inputs_.bottomRows(inputs_.rows() - 2 * G));
+    std::vector<nn::Index> position(problem.num_groups);
+    for (std::size_t i = 0; i < order_.size(); ++i) position[order_[i]] = static_cast<nn::Index>(i);
+    std::vector<std::pair<nn::Index, nn::Index>> edges;
+    for (const PlacementProblem::GroupEdge& e : problem.group_edges) edges.emplace_back(position[e.from], position[e.to]);
+    policy_ = std::make_unique<GcnPolicy<float>>(policy.seq2seq(), inputs_.rows(),
+                                                 nn::GraphAdjacency::normalized(G, edges),
+                                                 static_cast<nn::Index>(space_.devices.size()), rng_);
+    adopt_policy();
+    return;
+  }
   make_policy(inputs_.rows());
 }
 
@@ -140,6 +159,8 @@ Seq2SeqLearner::Seq2SeqLearner(SearchSpace space, std::size_t decoded_groups, nn
       adam_options_(adam),
       batch_size_(batch_size) {
   policy.validate_policy(owner);
+  require(policy.placer == "seq2seq", owner, "placer", policy.placer,
+          "must be seq2seq: the learned groups change with every placement, and the GCN places the scenario's");
   PLACELAB_CHECK(decoded_groups >= 1 && decoded_groups <= kMaxSeq2SeqGroups) << owner << ": " << decoded_groups << " groups";
   make_policy(input_rows);
 }
@@ -147,6 +168,10 @@ Seq2SeqLearner::Seq2SeqLearner(SearchSpace space, std::size_t decoded_groups, nn
 void Seq2SeqLearner::make_policy(nn::Index input_rows) {
   const auto G = static_cast<nn::Index>(steps_), D = static_cast<nn::Index>(space_.devices.size());
   policy_ = std::make_unique<Seq2SeqPolicy<float>>(policy_options_.seq2seq(), input_rows, G, D, rng_);
+  adopt_policy();
+}
+
+void Seq2SeqLearner::adopt_policy() {
   for (nn::Param<float>* p : policy_->params().params()) params_.add(*p);
   adam_ = nn::Adam<float>(params_, adam_options_);
 }

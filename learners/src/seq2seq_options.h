@@ -14,6 +14,10 @@ namespace placelab::detail {
 template <typename O>
 std::vector<typename OptionTable<O>::Field> policy_fields() {
   return {
+      {"placer", &O::placer, "",
+       "the network: the seq2seq LSTM, or EAGLE's two graph convolutions over the group graph (every group decided "
+       "at once; the scenario's groups only; reads hidden, temperature, tanh_constant, logit_noise, uniform_start)",
+       {"seq2seq", "gcn"}},
       {"hidden", &O::hidden, "in [2, 4096] and even when bidirectional", "LSTM units of the encoder (split over both directions) and decoder"},
       {"layers", &O::layers, "in [1, 8]", "stacked LSTM layers in encoder and decoder"},
       {"bidirectional", &O::bidirectional, "", "the encoder reads the groups both ways"},

@@ -52,6 +52,58 @@ TEST(NnGradient, Linear) {
   });
 }
 
+// Â of a path 0 – 1 – 2 plus an isolated node 3: degrees with self loops 2, 3, 2, 1.
+TEST(NnGraphConv, NormalizedAdjacencyIsKipfAndWellings) {
+  const std::vector<std::pair<Index, Index>> edges{{0, 1}, {2, 1}, {1, 0}, {1, 1}};  // a duplicate, a self loop
+  const nn::GraphAdjacency a = nn::GraphAdjacency::normalized(4, edges);
+  Mat dense = Mat::Zero(4, 4);
+  for (Index j = 0; j < 4; ++j)
+    for (Index e = a.offsets[static_cast<std::size_t>(j)]; e < a.offsets[static_cast<std::size_t>(j) + 1]; ++e)
+      dense(a.neighbors[static_cast<std::size_t>(e)], j) = a.weights[static_cast<std::size_t>(e)];
+  Mat expected(4, 4);
+  const double s6 = 1 / std::sqrt(6.0);
+  expected << 0.5, s6, 0, 0,  //
+      s6, 1.0 / 3, s6, 0,     //
+      0, s6, 0.5, 0,          //
+      0, 0, 0, 1;
+  EXPECT_LT((dense - expected).cwiseAbs().maxCoeff(), 1e-15) << dense;
+}
+
+// Two graph convolutions with a ReLU between (EAGLE's GCN placer) over a batch of 3 graphs that
+// share a 5-node adjacency: every weight and the inputs against finite differences.
+TEST(NnGradient, GraphConvolutions) {
+  Rng rng(5);
+  const Index N = 5, B = 3;
+  const std::vector<std::pair<Index, Index>> edges{{0, 1}, {1, 2}, {2, 3}, {0, 3}, {3, 4}};
+  const nn::GraphAdjacency A = nn::GraphAdjacency::normalized(N, edges);
+  nn::GraphConv<double> g1("g1", 4, 6), g2("g2", 6, 2);
+  nn::ParamSet<double> params;
+  g1.register_params(params);
+  g2.register_params(params);
+  g1.init(rng);
+  g2.init(rng);
+  fill_uniform(g1.b.value, rng);
+  fill_uniform(g2.b.value, rng);
+  nn::Param<double> X = input("X", 4, N * B, rng);
+  params.add(X);
+  Mat R(2, N * B), Z1(6, N * B), H1(6, N * B), Y(2, N * B), dH1, dX;
+  fill_uniform(R, rng);
+  auto loss = [&] {
+    g1.forward(X.value, A, B, Z1);
+    H1 = Z1.cwiseMax(0.0);
+    g2.forward(H1, A, B, Y);
+    return dot(R, Y);
+  };
+  expect_gradients_match(params, loss, [&] {
+    params.zero_grad();
+    loss();
+    g2.backward(H1, A, B, R, &dH1);
+    const Mat dZ1 = (Z1.array() > 0).select(dH1, 0.0);
+    g1.backward(X.value, A, B, dZ1, &dX);
+    X.grad = dX;
+  });
+}
+
 // One LSTM layer in either direction, with or without a given initial state (one column
 // broadcast to the batch, or one per sequence): gradients of every weight, the inputs and the
 // initial state, through the outputs and the final state.

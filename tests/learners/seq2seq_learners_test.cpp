@@ -25,9 +25,13 @@ struct ChainProblem {
   OpGraph graph;
   Grouping grouping;
   PlacementProblem problem;
-  explicit ChainProblem(std::size_t n) {
+  // distinct: op i has a type of its own, so that every group's features differ (a GCN tells
+  // nodes apart by their features and neighbourhoods only; in a chain of equal ops, by neither).
+  explicit ChainProblem(std::size_t n, bool distinct = false) {
     for (std::size_t i = 0; i < n; ++i) {
-      graph.add_op({.name = "op" + std::to_string(i), .type = "MatMul", .kernel = KernelSignature::gemm(8, 8, 8)});
+      std::string type = "MatMul";
+      if (distinct) (type = "Type") += std::to_string(i);
+      graph.add_op({.name = "op" + std::to_string(i), .type = type, .kernel = KernelSignature::gemm(8, 8, 8)});
       if (i > 0) graph.add_edge(static_cast<OpId>(i - 1), static_cast<OpId>(i), {.bytes = 256});
     }
     grouping = testing::identity_grouping(n);
@@ -72,9 +76,9 @@ double mean(const std::vector<CurvePoint>& c, std::size_t from, std::size_t to) 
 // closes at least 10 % of the gap from its first 60 to the optimum), and its best comes within
 // 20 % of the optimum. Paper defaults but a small hidden size, for speed.
 template <typename L, typename O>
-void expect_learns(O options, int64_t samples) {
+void expect_learns(O options, int64_t samples, bool distinct_ops = false, double best_within = 1.2) {
   const std::size_t G = 10, D = 3;
-  ChainProblem c(G);
+  ChainProblem c(G, distinct_ops);
   AdditiveEnv env(testing::random_costs(G, D, 5));
   L learner(SearchSpace{G, testing::device_range(D)}, c.problem, options, /*seed=*/3);
   TrainerOptions t;
@@ -83,10 +87,23 @@ void expect_learns(O options, int64_t samples) {
   const double first = mean(s.curve, 0, 60), last = mean(s.curve, s.curve.size() - 60, s.curve.size());
   EXPECT_LT(last, first - 0.1 * (first - env.optimum())) << learner.name() << ": first 60 " << first << ", last 60 "
                                                          << last << ", optimum " << env.optimum();
-  EXPECT_LT(s.best_step_time_s, 1.2 * env.optimum()) << learner.name();
+  EXPECT_LT(s.best_step_time_s, best_within * env.optimum()) << learner.name();
 }
 
 TEST(Seq2SeqLearners, GrlLearnsAKnownOptimum) { expect_learns<GrlLearner>(small_grl(), 1200); }
+GrlOptions small_gcn() {
+  GrlOptions o = small_grl();
+  o.placer = "gcn";
+  o.learning_rate = 0.01;
+  return o;
+}
+// The GCN decides each group from its features and neighbourhood, independently of the other
+// groups' devices: its curve falls, but it settles further from the optimum than the seq2seq
+// placer (EAGLE's Table II finds the same) — here at 1.26× after 1,200 samples, against the
+// seq2seq's 1.2× bound.
+TEST(Seq2SeqLearners, GrlWithTheGcnPlacerLearnsAKnownOptimum) {
+  expect_learns<GrlLearner>(small_gcn(), 1200, /*distinct_ops=*/true, /*best_within=*/1.3);
+}
 TEST(Seq2SeqLearners, SpotlightLearnsAKnownOptimum) {
   SpotlightOptions o;
   o.hidden = 32;
@@ -320,6 +337,12 @@ TEST(Seq2SeqLearners, GrlResumesExactlyAndIgnoresTheTrainersBatch) {
   expect_resumes_exactly<GrlLearner>(o, "grl");
 }
 
+TEST(Seq2SeqLearners, GrlWithTheGcnPlacerResumesExactly) {
+  GrlOptions o = small_gcn();
+  o.logit_noise = 0.5;  // noise drawn and checkpointed mid-update
+  expect_resumes_exactly<GrlLearner>(o, "grl_gcn");
+}
+
 TEST(Seq2SeqLearners, HierarchicalResumesExactlyAndIgnoresTheTrainersBatch) {
   HierarchicalOptions o = small_hierarchical();
   o.feasible_only_after = 40;
@@ -368,6 +391,19 @@ TEST(Seq2SeqLearners, BadOptionsNameTheField) {
   SpotlightOptions s;
   s.sga_steps = 0;
   EXPECT_THROW(s.validate(), InputError);
+  GrlOptions g = small_gcn();
+  g.placer = "mlp";
+  EXPECT_THROW(g.validate(), InputError);
+  // The GCN places the scenario's groups; learned ones change with every placement.
+  ChainProblem c(6);
+  HierarchicalOptions h = small_hierarchical();
+  h.placer = "gcn";
+  try {
+    HierarchicalLearner l(SearchSpace{6, testing::device_range(2)}, c.problem, h, 1);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("hierarchical.placer = gcn"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

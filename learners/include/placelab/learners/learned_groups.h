@@ -48,7 +48,7 @@ class LearnedGroups {
   // The most probable grouping, its inputs (input_rows() × num_groups()) and decode order.
   std::vector<GroupId> greedy(nn::Matrix<float>& inputs, std::vector<GroupId>& order) const;
   // The most probable placement: the greedy grouping, then `placer`'s greedy decode of its groups.
-  Placement mode(Seq2SeqPolicy<float>& placer, std::span<const DeviceId> devices) const;
+  Placement mode(PlacerPolicy<float>& placer, std::span<const DeviceId> devices) const;
   // The units' placement for a grouping, its decode order and the decoded device choices.
   static Placement place(std::span<const GroupId> grouping, std::span<const GroupId> order,
                          std::span<const uint16_t> choice, std::size_t groups, std::span<const DeviceId> devices);

@@ -53,8 +53,29 @@ struct Seq2SeqOptions {
   void validate(const std::string& owner) const;
 };
 
+// What a learner needs of its placer network, whatever its kind (the seq2seq LSTM here, the graph
+// convolutions of gcn.h): decode a batch of placements — sampled, greedy, or given — keeping the
+// activations, the per-decision softmaxes and each placement's log-probability, and one backward
+// pass from the gradient with respect to the logits. Layouts as Seq2SeqPolicy documents them.
 template <typename T>
-class Seq2SeqPolicy {
+class PlacerPolicy {
+ public:
+  using Matrix = nn::Matrix<T>;
+  virtual ~PlacerPolicy() = default;
+  virtual nn::ParamSet<T>& params() = 0;
+  virtual const nn::ParamSet<T>& params() const = 0;
+  virtual nn::Index steps() const = 0;
+  virtual nn::Index num_devices() const = 0;
+  virtual void forward(const Matrix& inputs, nn::Index batch, DecodeMode mode, std::vector<uint16_t>& choices,
+                       Matrix& noise, double noise_std = 0.0, Rng* rng = nullptr) = 0;
+  virtual nn::Index batch() const = 0;
+  virtual const Matrix& probs() const = 0;
+  virtual const std::vector<double>& log_probs() const = 0;
+  virtual void backward(const Matrix& dlogits) = 0;
+};
+
+template <typename T>
+class Seq2SeqPolicy final : public PlacerPolicy<T> {
  public:
   using Matrix = nn::Matrix<T>;
 
@@ -65,10 +86,10 @@ class Seq2SeqPolicy {
   Seq2SeqPolicy(const Seq2SeqPolicy&) = delete;  // the ParamSet points into the layers
   Seq2SeqPolicy& operator=(const Seq2SeqPolicy&) = delete;
 
-  nn::ParamSet<T>& params() { return params_; }
-  const nn::ParamSet<T>& params() const { return params_; }
-  nn::Index steps() const { return steps_; }
-  nn::Index num_devices() const { return devices_; }
+  nn::ParamSet<T>& params() override { return params_; }
+  const nn::ParamSet<T>& params() const override { return params_; }
+  nn::Index steps() const override { return steps_; }
+  nn::Index num_devices() const override { return devices_; }
   const Seq2SeqOptions& options() const { return options_; }
 
   // Decodes `batch` placements. inputs: input_size × steps (every placement reads the same) or
@@ -78,16 +99,16 @@ class Seq2SeqPolicy {
   // step's shaped logits over the batch · N(0, 1)), read in kGiven when non-empty, cleared
   // otherwise. rng: needed by kSample. Keeps every activation for backward().
   void forward(const Matrix& inputs, nn::Index batch, DecodeMode mode, std::vector<uint16_t>& choices, Matrix& noise,
-               double noise_std = 0.0, Rng* rng = nullptr);
-  nn::Index batch() const { return batch_; }
+               double noise_std = 0.0, Rng* rng = nullptr) override;
+  nn::Index batch() const override { return batch_; }
   // D × steps·batch: the softmax of each step (column s·batch + b), as sampling used it.
-  const Matrix& probs() const { return probs_; }
+  const Matrix& probs() const override { return probs_; }
   // Σ_s log p(choice) of each placement of the last forward, in double.
-  const std::vector<double>& log_probs() const { return log_probs_; }
+  const std::vector<double>& log_probs() const override { return log_probs_; }
 
   // Adds to params().grad the gradient of an objective whose gradient with respect to the logits
   // the softmaxes read (after shaping and noise) is dlogits (D × steps·batch).
-  void backward(const Matrix& dlogits);
+  void backward(const Matrix& dlogits) override;
 
  private:
   void encode(const Matrix& inputs);

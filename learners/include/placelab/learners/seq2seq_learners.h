@@ -32,7 +32,10 @@ namespace placelab {
 // The policy and the inputs it reads, as the scenario options name them (docs/learners.md). The
 // learners' Options derive from it, so every seq2seq learner takes the same policy options.
 struct Seq2SeqPolicyOptions {
-  int hidden = 512;                    // LSTM units (the Hierarchical Planner's code)
+  // The placer network: the seq2seq LSTM (seq2seq.h), or EAGLE's graph convolutions (gcn.h; over
+  // the scenario's groups only, reading their features without the adjacency rows).
+  std::string placer = "seq2seq";      // seq2seq | gcn
+  int hidden = 512;                    // LSTM units (the Hierarchical Planner's code); the GCN's width
   int layers = 1;
   bool bidirectional = true;           // the Hierarchical Planner's code
   std::string attention = "after";     // after | before | none
@@ -109,7 +112,7 @@ class Seq2SeqLearner : public Learner {
   std::string save_state() const override;
   void load_state(const std::string& state) override;
 
-  const Seq2SeqPolicy<float>& policy() const { return *policy_; }
+  const PlacerPolicy<float>& policy() const { return *policy_; }
   // Groups the policy decodes per placement: the search space's, or a subclass's learned groups.
   std::size_t decoded_groups() const { return steps_; }
   // The decode order: position i of a decoded sequence places group order()[i].
@@ -155,7 +158,7 @@ class Seq2SeqLearner : public Learner {
   // each placement has inputs of its own
   nn::Matrix<float> inputs_;
   Rng rng_;
-  std::unique_ptr<Seq2SeqPolicy<float>> policy_;
+  std::unique_ptr<PlacerPolicy<float>> policy_;
   nn::ParamSet<float> params_;                // the policy's, then add_trainable's
   nn::AdamOptions adam_options_;
   nn::Adam<float> adam_;
@@ -174,6 +177,7 @@ class Seq2SeqLearner : public Learner {
 
  private:
   void make_policy(nn::Index input_rows);
+  void adopt_policy();  // its parameters into params_, Adam over them
 };
 
 class GrlLearner : public Seq2SeqLearner {

@@ -11,7 +11,9 @@
 //   enc.backward(X, &dH, nullptr, nullptr, /*dX=*/nullptr);
 #pragma once
 
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "placelab/learners/nn/tensor.h"
@@ -166,6 +168,41 @@ class BiLstm {
   Index steps_ = 0, batch_ = 0;
   Matrix<T> H_, final_h_, final_c_;
   Matrix<T> dHf_, dHb_, dhf_, dcf_, dhb_, dcb_, dX2_, d0a_, d0b_;
+};
+
+// A graph's normalised adjacency with self loops, Â = D^−½ (A + I) D^−½ (Kipf & Welling 2017):
+// column j's entries (i, Â_ij) in CSR form. A is the undirected, unweighted adjacency of the edges
+// given (either direction, duplicates and self loops ignored); D its degrees plus one.
+struct GraphAdjacency {
+  Index nodes = 0;
+  std::vector<Index> offsets;      // nodes + 1
+  std::vector<Index> neighbors;    // the i of each entry, self included, ascending per column
+  std::vector<double> weights;     // Â_ij
+  static GraphAdjacency normalized(Index nodes, std::span<const std::pair<Index, Index>> edges);
+};
+
+// Graph convolution (Kipf & Welling 2017) over a batch of B graphs that share one adjacency:
+// Y = W X Â + b, node j's column the weighted sum of its neighbours' (and its own) W x. X: in ×
+// nodes·B with column j·B + b for node j of graph b (the placers' step-major layout); Y: out ×
+// nodes·B. Activations are the caller's (EAGLE's GCN placer: ReLU after each of two layers).
+template <typename T>
+class GraphConv {
+ public:
+  GraphConv() = default;
+  GraphConv(std::string name, Index in, Index out);
+  void register_params(ParamSet<T>& set);
+  void init(Rng& rng);  // Glorot W, zero b
+  Index in_size() const { return W.value.cols(); }
+  Index out_size() const { return W.value.rows(); }
+
+  void forward(const In<T>& X, const GraphAdjacency& A, Index batch, Out<T> Y);
+  // dW += (dY Âᵀ) Xᵀ, db += Σ_columns dY; dX = Wᵀ (dY Âᵀ) (overwritten) when non-null.
+  void backward(const In<T>& X, const GraphAdjacency& A, Index batch, const In<T>& dY, Matrix<T>* dX);
+
+  Param<T> W, b;
+
+ private:
+  Matrix<T> WX_, dWX_;
 };
 
 // Content-based attention (Bahdanau et al. 2015): for a query q and a memory of S vectors m_j,
