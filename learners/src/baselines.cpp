@@ -9,8 +9,6 @@
 #include <string>
 #include <unordered_map>
 
-#include <cstdio>  // scotch.h uses FILE
-#include <scotch.h>
 
 #include "partition.h"
 #include "placelab/graph/error.h"
@@ -132,48 +130,11 @@ void ScotchPlacementOptions::validate() const {
   if (seed < 0) throw InputError("scotch.seed = " + std::to_string(seed) + ": must be >= 0");
 }
 
-namespace {
-
-// RAII owners of the Scotch objects (Init/Exit pairs).
-struct ScotchGraph {
-  SCOTCH_Graph g;
-  ScotchGraph() { SCOTCH_graphInit(&g); }
-  ~ScotchGraph() { SCOTCH_graphExit(&g); }
-};
-struct ScotchArch {
-  SCOTCH_Arch a;
-  ScotchArch() { SCOTCH_archInit(&a); }
-  ~ScotchArch() { SCOTCH_archExit(&a); }
-};
-struct ScotchStrat {
-  SCOTCH_Strat s;
-  ScotchStrat() { SCOTCH_stratInit(&s); }
-  ~ScotchStrat() { SCOTCH_stratExit(&s); }
-};
-
-void scotch_check(int status, const char* call) {
-  if (status != 0) throw Error(std::string(call) + " failed with status " + std::to_string(status));
-}
-
-// Scotch 7 maps with threads and a process-wide random state by default, so two runs of one
-// scenario could differ (Inception-V3 on k80x2: 1.279 vs 1.322 s). A context with one thread,
-// the deterministic option and its own fixed seed makes the mapping a function of the inputs.
-struct ScotchContext {
-  SCOTCH_Context c;
-  explicit ScotchContext(int seed) {
-    scotch_check(SCOTCH_contextInit(&c), "SCOTCH_contextInit");
-    scotch_check(SCOTCH_contextOptionSetNum(&c, SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
-    scotch_check(SCOTCH_contextOptionSetNum(&c, SCOTCH_OPTIONNUMRANDOMFIXEDSEED, 1), "SCOTCH_contextOptionSetNum");
-    scotch_check(SCOTCH_contextRandomClone(&c), "SCOTCH_contextRandomClone");
-    SCOTCH_contextRandomSeed(&c, seed);
-    scotch_check(SCOTCH_contextThreadSpawn(&c, 1, nullptr), "SCOTCH_contextThreadSpawn");
-  }
-  ~ScotchContext() { SCOTCH_contextExit(&c); }
-  ScotchContext(const ScotchContext&) = delete;
-  ScotchContext& operator=(const ScotchContext&) = delete;
-};
-
-}  // namespace
+using detail::scotch_check;
+using detail::ScotchArch;
+using detail::ScotchContext;
+using detail::ScotchGraph;
+using detail::ScotchStrat;
 
 Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const ScotchPlacementOptions& options) {
   options.validate();

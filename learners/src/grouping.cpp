@@ -322,15 +322,27 @@ void MetisGroupingOptions::validate() const {
     throw InputError("metis.imbalance = " + std::to_string(imbalance) + ": must be in (1, 10]");
 }
 
-Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options) {
+namespace {
+// Colocation groups contracted, weighted by FLOPs and bytes, partitioned by `partition`.
+template <typename Partition>
+Grouping group_by_partition(const OpGraph& graph, const MetisGroupingOptions& options, Partition&& partition) {
   options.validate();
   const Grouping units = group_by_colocation(graph);
   const detail::WeightedGraph wg =
       detail::contract_graph(graph, units, [&](OpId op) { return detail::op_flops(graph.op(op)); });
-  const std::vector<int32_t> part = detail::metis_partition(wg, options.num_groups, options.seed, options.imbalance);
+  const std::vector<int32_t> part = partition(wg, options.num_groups, options.seed, options.imbalance);
   std::vector<GroupId> labels(graph.num_ops());
   for (OpId op = 0; op < graph.num_ops(); ++op) labels[op] = static_cast<GroupId>(part[units.group_of(op)]);
   return Grouping(std::move(labels));
+}
+}  // namespace
+
+Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options) {
+  return group_by_partition(graph, options, detail::metis_partition);
+}
+
+Grouping group_by_scotch(const OpGraph& graph, const MetisGroupingOptions& options) {
+  return group_by_partition(graph, options, detail::scotch_partition);
 }
 
 namespace {
@@ -355,6 +367,7 @@ constexpr NamedGrouper kGroupers[] = {
     {"model_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, true); }},
     {"scope_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, false); }},
     {"metis", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_metis(g, o); }},
+    {"scotch", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_scotch(g, o); }},
     {"none", [](const OpGraph& g, const MetisGroupingOptions&) { return group_per_op(g); }},
 };
 

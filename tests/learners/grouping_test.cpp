@@ -241,8 +241,8 @@ TEST(Grouping, ModelUnitsAreOfTheOrderOfMirhoseinisGroupCounts) {
   }
 }
 
-TEST(Grouping, MetisRespectsColocationAndCount) {
-  // Four parallel chains of 25 ops between a source and a sink; variables colocated across chains.
+// Four parallel chains of 25 ops between a source and a sink; variables colocated across chains.
+OpGraph four_chains() {
   OpGraph g;
   const OpId src = add(g, "src");
   const OpId sink = add(g, "sink");
@@ -256,6 +256,11 @@ TEST(Grouping, MetisRespectsColocationAndCount) {
     }
     g.add_edge(prev, sink, {.bytes = 1 << 20});
   }
+  return g;
+}
+
+TEST(Grouping, MetisRespectsColocationAndCount) {
+  const OpGraph g = four_chains();
   MetisGroupingOptions o;
   o.num_groups = 8;
   const Grouping grouping = group_by_metis(g, o);
@@ -268,6 +273,30 @@ TEST(Grouping, MetisRespectsColocationAndCount) {
   EXPECT_THROW(group_by_metis(g, o), InputError);
   EXPECT_THROW(make_grouping(g, "bogus"), InputError);
   EXPECT_EQ(make_grouping(g, "none").num_groups(), g.num_ops());
+}
+
+// Scotch's partitioner, the same contract: at most G groups, colocation kept, a function of the
+// inputs and the seed (Scotch runs in its own one-thread, seeded context), cuts along the chains.
+TEST(Grouping, ScotchRespectsColocationAndCountAndIsDeterministic) {
+  const OpGraph g = four_chains();
+  MetisGroupingOptions o;
+  o.num_groups = 8;
+  const Grouping grouping = group_by_scotch(g, o);
+  EXPECT_LE(grouping.num_groups(), 8u);
+  EXPECT_GE(grouping.num_groups(), 4u);
+  expect_colocation_kept(g, grouping);
+  const Grouping again = make_grouping(g, "scotch", o);
+  EXPECT_TRUE(std::equal(grouping.group_of_op().begin(), grouping.group_of_op().end(), again.group_of_op().begin()));
+  // Neighbours along a chain mostly share a group: far fewer cut edges than a random split's.
+  int cut = 0, edges = 0;
+  for (OpId op = 0; op < g.num_ops(); ++op)
+    g.for_each_out_edge(op, [&](OpId dst, const Tensor&) {
+      ++edges;
+      cut += grouping.group_of(op) != grouping.group_of(dst) ? 1 : 0;
+    });
+  EXPECT_LT(cut, edges / 4) << cut << " of " << edges << " edges cut";
+  o.num_groups = 0;
+  EXPECT_THROW(group_by_scotch(g, o), InputError);
 }
 
 TEST(Grouping, MetisNoticesStayOffStandardOutput) {

@@ -75,9 +75,10 @@ Grouping group_by_layer(const OpGraph& graph);
 // gradients ("gradients/AddN_7"), which colocate_gradients_with_ops puts with the weight.
 Grouping group_by_model_units(const OpGraph& graph, bool time_steps = true);
 
+// The partitioning groupers' options, METIS's and Scotch's alike.
 struct MetisGroupingOptions {
-  int num_groups = 256;      // G, the number of parts asked of METIS (≥ 1)
-  int seed = 1;              // METIS_OPTION_SEED; same seed ⇒ same grouping
+  int num_groups = 256;      // G, the number of parts asked of METIS or Scotch (≥ 1)
+  int seed = 1;              // METIS_OPTION_SEED, Scotch's random seed; same seed ⇒ same grouping
   double imbalance = 1.03;   // allowed max part weight / average part weight (> 1)
   // Throws InputError naming the field, value and rule.
   void validate() const;
@@ -90,12 +91,17 @@ struct MetisGroupingOptions {
 // empty are dropped, so the result may have fewer than G groups. Throws Error when METIS fails.
 Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options);
 
+// The same with Scotch's k-way graph partitioning (SCOTCH_graphPart, quality strategy, one thread,
+// seeded): a second partitioner for EAGLE's Table I, whose third grouper, NetworkX's asynchronous
+// fluid communities, no packaged C or C++ library offers (docs/learners.md).
+Grouping group_by_scotch(const OpGraph& graph, const MetisGroupingOptions& options);
+
 // The names make_grouping accepts, in a fixed order: "colocation", "single_consumer",
 // "name_prefix" (2 levels), "layer", "model_units", "scope_units" (group_by_model_units without
-// time steps), "metis", "none" (one group per op). A scenario's `grouping:` is validated against it.
+// time steps), "metis", "scotch", "none" (one group per op). A scenario's `grouping:` is validated against it.
 std::span<const std::string_view> grouping_names();
 
-// The grouping named `name` (one of grouping_names()); `metis` is used by "metis" only. Throws
+// The grouping named `name` (one of grouping_names()); `metis` is used by "metis" and "scotch" only. Throws
 // InputError listing the names for any other name.
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis = {});
 
