@@ -23,13 +23,7 @@ EagleOptions::EagleOptions() {
 
 void EagleOptions::validate(const std::string& o) const {
   validate_policy(o);
-  require(groups >= 2 && groups <= static_cast<int>(kMaxSeq2SeqGroups), o, "groups", std::to_string(groups),
-          "must be in [2, " + std::to_string(kMaxSeq2SeqGroups) + "]");
-  require(grouper_hidden >= 1 && grouper_hidden <= 4096, o, "grouper_hidden", std::to_string(grouper_hidden),
-          "must be in [1, 4096]");
-  require(grouper_activation == "relu" || grouper_activation == "tanh" || grouper_activation == "none", o,
-          "grouper_activation", grouper_activation, "must be one of relu, tanh, none");
-  require(inputs == "features", o, "inputs", inputs, "must be features (learned groups have no names)");
+  validate_grouper(o, inputs);
   require(samples_per_update >= 1 && samples_per_update <= 1024, o, "samples_per_update",
           std::to_string(samples_per_update), "must be in [1, 1024]");
   require(ppo_epochs >= 1 && ppo_epochs <= 100, o, "ppo_epochs", std::to_string(ppo_epochs), "must be in [1, 100]");
@@ -47,33 +41,17 @@ void EagleOptions::validate(const std::string& o) const {
   require(ce_steps >= 1 && ce_steps <= 100, o, "ce_steps", std::to_string(ce_steps), "must be in [1, 100]");
 }
 
-namespace {
-
-const EagleOptions& validated(const EagleOptions& o, const std::string& owner) {
-  o.validate(owner);
-  return o;
-}
-
-GrouperOptions grouper_options(const EagleOptions& o) {
-  GrouperOptions g;
-  g.groups = static_cast<std::size_t>(o.groups);
-  g.hidden = o.grouper_hidden;
-  g.activation = grouper_activation_from_string(o.grouper_activation);
-  return g;
-}
-
-}  // namespace
 
 EagleLearner::EagleLearner(SearchSpace space, const PlacementProblem& units, EagleOptions options, uint64_t seed,
                            std::string name)
     // `space` and `options` are read by several arguments here (in unspecified order): none moves them.
-    : Seq2SeqLearner(LearnedGroups::checked_space(space, units, name), static_cast<std::size_t>(validated(options, name).groups),
+    : Seq2SeqLearner(LearnedGroups::checked_space(space, units, name), static_cast<std::size_t>(detail::validated(options, name).groups),
                      group_feature_size(static_cast<std::size_t>(options.groups), units.op_types.size()), options,
                      static_cast<std::size_t>(options.samples_per_update),
                      {options.adam_beta1, options.adam_beta2, options.adam_epsilon}, name, seed),
       name_(std::move(name)),
       options_(std::move(options)),
-      groups_(units, grouper_options(options_), options_.order == "topological", rng_) {
+      groups_(units, options_.grouper(static_cast<std::size_t>(options_.groups)), options_.order == "topological", rng_) {
   add_trainable(groups_.grouper().params());
 }
 
@@ -286,26 +264,27 @@ struct EagleCeOptions : EagleOptions {
 template <typename O>
 const detail::OptionTable<O>& eagle_options(const std::string& name) {
   static const detail::OptionTable<O> kTable(
-      name, detail::with_policy<O>({
-                {"groups", &O::groups, "in [2, 4096]", "learned groups"},
-                {"grouper_hidden", &O::grouper_hidden, "in [1, 4096]", "hidden units of the feed-forward grouper"},
-                {"grouper_activation", &O::grouper_activation, "",
-                 "between the grouper's two layers (the papers name none)", {"relu", "tanh", "none"}},
-                {"samples_per_update", &O::samples_per_update, "in [1, 1024]", "placements per PPO minibatch"},
-                {"ppo_epochs", &O::ppo_epochs, "in [1, 100]", "PPO updates per minibatch"},
-                {"clip", &O::clip, "in (0, 1)", "epsilon of PPO's clipped ratio"},
-                {"entropy", &O::entropy, ">= 0", "coefficient of the mean per-decision entropy"},
-                {"learning_rate", &O::learning_rate, "> 0", "Adam's step size"},
-                {"adam_beta1", &O::adam_beta1, "in [0, 1)", "Adam's first-moment decay"},
-                {"adam_beta2", &O::adam_beta2, "in [0, 1)", "Adam's second-moment decay"},
-                {"adam_epsilon", &O::adam_epsilon, "> 0", "Adam's epsilon"},
-                {"grad_clip", &O::grad_clip, ">= 0", "global gradient-norm bound; 0 = none"},
-                {"baseline_decay", &O::baseline_decay, "in [0, 1)", "B <- decay*B + (1-decay)*R per placement, R = -sqrt(T)"},
-                {"failing_signal", &O::failing_signal, "> 0", "-R of an OOM placement"},
-                {"ce_every", &O::ce_every, ">= 0", "a cross-entropy update every this many placements; 0 = none"},
-                {"elites", &O::elites, "in [1, 1000]", "the best placements so far that it moves toward"},
-                {"ce_steps", &O::ce_steps, "in [1, 100]", "Adam steps per cross-entropy update"},
-            }));
+      name, detail::with_policy<O>([] {
+        auto own = detail::grouper_fields<O>("in [2, 4096]", "learned groups");
+        const std::vector<typename detail::OptionTable<O>::Field> ppo = {
+            {"samples_per_update", &O::samples_per_update, "in [1, 1024]", "placements per PPO minibatch"},
+            {"ppo_epochs", &O::ppo_epochs, "in [1, 100]", "PPO updates per minibatch"},
+            {"clip", &O::clip, "in (0, 1)", "epsilon of PPO's clipped ratio"},
+            {"entropy", &O::entropy, ">= 0", "coefficient of the mean per-decision entropy"},
+            {"learning_rate", &O::learning_rate, "> 0", "Adam's step size"},
+            {"adam_beta1", &O::adam_beta1, "in [0, 1)", "Adam's first-moment decay"},
+            {"adam_beta2", &O::adam_beta2, "in [0, 1)", "Adam's second-moment decay"},
+            {"adam_epsilon", &O::adam_epsilon, "> 0", "Adam's epsilon"},
+            {"grad_clip", &O::grad_clip, ">= 0", "global gradient-norm bound; 0 = none"},
+            {"baseline_decay", &O::baseline_decay, "in [0, 1)", "B <- decay*B + (1-decay)*R per placement, R = -sqrt(T)"},
+            {"failing_signal", &O::failing_signal, "> 0", "-R of an OOM placement"},
+            {"ce_every", &O::ce_every, ">= 0", "a cross-entropy update every this many placements; 0 = none"},
+            {"elites", &O::elites, "in [1, 1000]", "the best placements so far that it moves toward"},
+            {"ce_steps", &O::ce_steps, "in [1, 100]", "Adam steps per cross-entropy update"},
+        };
+        own.insert(own.end(), ppo.begin(), ppo.end());
+        return own;
+      }()));
   return kTable;
 }
 

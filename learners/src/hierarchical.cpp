@@ -13,50 +13,27 @@ namespace placelab {
 HierarchicalOptions::HierarchicalOptions() {
   samples_per_update = 1;
   order = "id";
+  groups = 0;
 }
 
 void HierarchicalOptions::validate() const {
-  const std::string o = "hierarchical";
-  GrlOptions::validate(o);
-  using detail::require;
-  require(groups == 0 || (groups >= 2 && groups <= static_cast<int>(kMaxSeq2SeqGroups)), o, "groups",
-          std::to_string(groups), "must be 0 (min(256, 20 x devices)) or in [2, " + std::to_string(kMaxSeq2SeqGroups) + "]");
-  require(grouper_hidden >= 1 && grouper_hidden <= 4096, o, "grouper_hidden", std::to_string(grouper_hidden),
-          "must be in [1, 4096]");
-  require(grouper_activation == "relu" || grouper_activation == "tanh" || grouper_activation == "none", o,
-          "grouper_activation", grouper_activation, "must be one of relu, tanh, none");
-  require(inputs == "features", o, "inputs", inputs, "must be features (learned groups have no names)");
+  GrlOptions::validate("hierarchical");
+  validate_grouper("hierarchical", inputs, "min(256, 20 x devices)");
 }
 
 std::size_t HierarchicalOptions::group_count(std::size_t devices) const {
   return groups > 0 ? static_cast<std::size_t>(groups) : std::min<std::size_t>(256, 20 * devices);
 }
 
-namespace {
-
-const HierarchicalOptions& validated(const HierarchicalOptions& o) {
-  o.validate();
-  return o;
-}
-
-GrouperOptions grouper_options(const HierarchicalOptions& o, std::size_t groups) {
-  GrouperOptions g;
-  g.groups = groups;
-  g.hidden = o.grouper_hidden;
-  g.activation = grouper_activation_from_string(o.grouper_activation);
-  return g;
-}
-
-}  // namespace
 
 HierarchicalLearner::HierarchicalLearner(SearchSpace space, const PlacementProblem& units, HierarchicalOptions options,
                                          uint64_t seed)
     // `space` is read by several arguments here (whose order is unspecified): none moves it.
-    : GrlLearner(LearnedGroups::checked_space(space, units, "hierarchical"), validated(options).group_count(space.devices.size()),
+    : GrlLearner(LearnedGroups::checked_space(space, units, "hierarchical"), detail::validated(options).group_count(space.devices.size()),
                  group_feature_size(options.group_count(space.devices.size()), units.op_types.size()), options,
                  "hierarchical", seed),
       options_(std::move(options)),
-      groups_(units, grouper_options(options_, decoded_groups()), options_.order == "topological", rng_) {
+      groups_(units, options_.grouper(decoded_groups()), options_.order == "topological", rng_) {
   add_trainable(groups_.grouper().params());
 }
 
@@ -111,13 +88,8 @@ const detail::OptionTable<HierarchicalOptions>& hierarchical_options() {
   static const detail::OptionTable<O> kTable(
       "hierarchical",
       detail::with_policy<O>([] {
-        std::vector<detail::OptionTable<O>::Field> own = {
-            {"groups", &O::groups, "0 or in [2, 4096]", "learned groups; 0 = min(256, 20 x devices), the HP code's"},
-            {"grouper_hidden", &O::grouper_hidden, "in [1, 4096]", "hidden units of the feed-forward grouper"},
-            {"grouper_activation", &O::grouper_activation, "",
-             "between the grouper's two layers; the papers name none, the HP code has none",
-             {"relu", "tanh", "none"}},
-        };
+        std::vector<detail::OptionTable<O>::Field> own = detail::grouper_fields<O>(
+            "0 or in [2, 4096]", "learned groups; 0 = min(256, 20 x devices), the HP code's");
         auto grl = detail::grl_fields<O>();
         own.insert(own.end(), grl.begin(), grl.end());
         return own;

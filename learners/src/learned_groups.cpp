@@ -4,8 +4,33 @@
 #include <numeric>
 
 #include "placelab/graph/error.h"
+#include "placelab/learners/seq2seq_learners.h"
+#include "require.h"
 
 namespace placelab {
+
+void LearnedGrouperFields::validate_grouper(const std::string& o, const std::string& inputs,
+                                            const char* zero_groups) const {
+  using detail::require;
+  std::string rule = "must be ";
+  if (zero_groups) ((rule += "0 (") += zero_groups) += ") or ";
+  ((rule += "in [2, ") += std::to_string(kMaxSeq2SeqGroups)) += "]";
+  require((zero_groups && groups == 0) || (groups >= 2 && groups <= static_cast<int>(kMaxSeq2SeqGroups)), o, "groups",
+          std::to_string(groups), rule);
+  require(grouper_hidden >= 1 && grouper_hidden <= 4096, o, "grouper_hidden", std::to_string(grouper_hidden),
+          "must be in [1, 4096]");
+  require(grouper_activation == "relu" || grouper_activation == "tanh" || grouper_activation == "none", o,
+          "grouper_activation", grouper_activation, "must be one of relu, tanh, none");
+  require(inputs == "features", o, "inputs", inputs, "must be features (learned groups have no names)");
+}
+
+GrouperOptions LearnedGrouperFields::grouper(std::size_t groups_now) const {
+  GrouperOptions g;
+  g.groups = groups_now;
+  g.hidden = grouper_hidden;
+  g.activation = grouper_activation_from_string(grouper_activation);
+  return g;
+}
 
 SearchSpace LearnedGroups::checked_space(const SearchSpace& space, const PlacementProblem& units, const std::string& owner) {
   space.validate();

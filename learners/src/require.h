@@ -23,4 +23,12 @@ inline void require(bool ok, std::string_view owner, std::string_view field, con
   if (!ok) throw InputError(std::string(owner) + "." + std::string(field) + " = " + value + ": " + std::string(rule));
 }
 
+// `options` after its validate(owner...) passed: for constructors that check their options before
+// a base class or member reads them.
+template <typename Options, typename... Owner>
+const Options& validated(const Options& options, const Owner&... owner) {
+  options.validate(owner...);
+  return options;
+}
+
 }  // namespace placelab::detail

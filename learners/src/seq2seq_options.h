@@ -46,6 +46,18 @@ std::vector<typename OptionTable<O>::Field> with_policy(std::vector<typename Opt
   return own;
 }
 
+// A learned grouper's fields (LearnedGrouperFields); `groups_rule` and `groups_help` as the
+// learner states what groups it takes.
+template <typename O>
+std::vector<typename OptionTable<O>::Field> grouper_fields(const char* groups_rule, const char* groups_help) {
+  return {
+      {"groups", &O::groups, groups_rule, groups_help},
+      {"grouper_hidden", &O::grouper_hidden, "in [1, 4096]", "hidden units of the feed-forward grouper"},
+      {"grouper_activation", &O::grouper_activation, "",
+       "between the grouper's two layers; the papers name none, the HP code has none", {"relu", "tanh", "none"}},
+  };
+}
+
 // grl's REINFORCE settings (GrlOptions).
 template <typename O>
 std::vector<typename OptionTable<O>::Field> grl_fields() {

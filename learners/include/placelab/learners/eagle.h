@@ -16,13 +16,11 @@
 
 namespace placelab {
 
-struct EagleOptions : Seq2SeqPolicyOptions {
+struct EagleOptions : Seq2SeqPolicyOptions, LearnedGrouperFields {
   // EAGLE §IV.C: hidden 512, bidirectional encoder, attention before the decoder; decode order and
-  // the rest of the policy as the Hierarchical Planner's code (EAGLE re-implemented it).
+  // the rest of the policy as the Hierarchical Planner's code (EAGLE re-implemented it). 256
+  // groups, a grouper of 64 hidden units (LearnedGrouperFields' defaults).
   EagleOptions();
-  int groups = 256;
-  int grouper_hidden = 64;
-  std::string grouper_activation = "relu";  // papers silent (docs/learners.md)
   int samples_per_update = 10;   // placements per PPO minibatch
   int ppo_epochs = 4;            // updates per minibatch
   double clip = 0.3;             // ε of the clipped ratio

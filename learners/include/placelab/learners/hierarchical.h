@@ -18,14 +18,11 @@
 
 namespace placelab {
 
-struct HierarchicalOptions : GrlOptions {
+struct HierarchicalOptions : GrlOptions, LearnedGrouperFields {
   // The Hierarchical Planner code's settings where they are the learner's own: one placement per
-  // update, groups decoded in id order. grl's other settings (and its departures from that code:
-  // docs/learners.md) stand.
+  // update, groups decoded in id order, groups = 0 (min(256, 20 × devices), the HP code's). grl's
+  // other settings (and its departures from that code: docs/learners.md) stand.
   HierarchicalOptions();
-  int groups = 0;                        // learned groups; 0 = min(256, 20 × devices), the HP code's
-  int grouper_hidden = 64;               // both papers
-  std::string grouper_activation = "relu";  // relu | tanh | none (the HP code: none)
   void validate() const;
   // The learned-group count for `devices` devices.
   std::size_t group_count(std::size_t devices) const;

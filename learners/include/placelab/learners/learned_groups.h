@@ -16,6 +16,18 @@
 
 namespace placelab {
 
+// The grouper's options as the learned-grouping learners take them (hierarchical, eagle): one
+// definition of the fields, of their check and of their translation into GrouperOptions.
+struct LearnedGrouperFields {
+  int groups = 256;                         // learned groups (EAGLE's 256)
+  int grouper_hidden = 64;                  // both papers
+  std::string grouper_activation = "relu";  // relu | tanh | none (papers silent; the HP code: none)
+  // InputError naming owner.field. `zero_groups` admits groups = 0 and says what it stands for.
+  void validate_grouper(const std::string& owner, const std::string& inputs, const char* zero_groups = nullptr) const;
+  // The grouper of `groups_now` groups (groups, or what 0 stands for) with these fields.
+  GrouperOptions grouper(std::size_t groups_now) const;
+};
+
 class LearnedGroups {
  public:
   // Checks a learned-grouping learner's search space against its units (InputError naming `owner`).
