@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "placelab/graph/error.h"
+#include "inputs.h"
 #include "placelab/graph/io.h"
 #include "run.h"
 #include "scenario.h"
@@ -182,6 +183,31 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
 
 }  // namespace
 
+// `placelab check`: everything `run` would refuse, without running — the scenario's keys and
+// learners' options (read_scenario), its model or graph (built or read) and its machine (loaded).
+// Every file is checked; errors go to standard error and the exit status is 2 if any failed.
+void check_scenarios(const std::vector<std::string>& files) {
+  std::size_t failed = 0;
+  for (const std::string& f : files) {
+    try {
+      const Scenario s = read_scenario(f);
+      const GraphSource graph = load_graph_source(s.graph.string(), s.model);
+      const auto machine = load_machine_source(s.machine);
+      std::cout << fmt::format("ok  {}: {} ({} ops) on {}, {} learner(s), {} baseline(s), {} seed(s)\n", f, graph.label,
+                               graph.graph.num_ops(), machine->machine.name, s.learners.size(), s.baselines.size(),
+                               s.seeds.size());
+    } catch (const InputError& e) {
+      // Errors of the model or machine a file names come without the file: say which one.
+      ++failed;
+      const std::string what = e.what();
+      std::cerr << "placelab: error: " << (what.starts_with(f) ? "" : f + ": ") << what << "\n";
+    }
+  }
+  std::cout.flush();
+  if (failed > 0)
+    throw InputError(std::to_string(failed) + " of " + std::to_string(files.size()) + " scenario files failed the check");
+}
+
 void add_run_commands(CLI::App& app) {
   struct RunArgs {
     std::string scenario, output;
@@ -222,6 +248,14 @@ void add_run_commands(CLI::App& app) {
       std::cout << "\nresults in " << out.string() << "/\n";
     }
   });
+
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto* check = app.add_subcommand("check", "Check scenario files without running them: keys, options, model and machine");
+  check->add_option("scenarios", *files, "Scenario files")->required();
+  check->footer("Example:\n  placelab check scenarios/*.yaml\n"
+                "Reads each file as `run` would, builds its model and loads its machine; prints one line per file, "
+                "every error with its file and line, and exits 2 if any file fails.");
+  check->callback([files] { check_scenarios(*files); });
 
   auto dir = std::make_shared<std::string>();
   auto* report = app.add_subcommand("report", "Re-render report.md and the plots of a finished run folder");
