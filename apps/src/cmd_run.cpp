@@ -218,7 +218,8 @@ void add_run_commands(CLI::App& app) {
   auto ra = std::make_shared<RunArgs>();
   auto* run = app.add_subcommand("run", "Run a scenario: baselines and learners, with report.md, curves and plots");
   run->add_option("scenario", ra->scenario, "Scenario YAML file (docs/scenarios.md)")->required();
-  run->add_option("--seeds", ra->seeds, "Run seeds 1..N instead of the scenario's seeds");
+  run->add_option("--seeds", ra->seeds, "Run seeds 1..N instead of the scenario's seeds")
+      ->check(CLI::Range(1, static_cast<int>(kMaxSeeds)));
   run->add_flag("--resume", ra->resume, "Keep finished runs and continue interrupted ones from their checkpoints");
   run->add_option("--output,-o", ra->output, "Write results here instead of the scenario's output folder");
   run->add_flag("--quiet,-q", ra->quiet, "No progress display and no report on standard output");
@@ -273,8 +274,8 @@ void add_run_commands(CLI::App& app) {
   auto sa = std::make_shared<SweepArgs>();
   auto* sweep = app.add_subcommand("sweep", "Run many scenarios in parallel worker processes; one summary table");
   sweep->add_option("scenarios", sa->files, "Scenario files")->required();
-  sweep->add_option("--seeds", sa->seeds, "Seeds 1..N for every scenario");
-  sweep->add_option("--jobs,-j", sa->jobs, "Scenarios run at once")->capture_default_str();
+  sweep->add_option("--seeds", sa->seeds, "Seeds 1..N for every scenario")->check(CLI::Range(1, static_cast<int>(kMaxSeeds)));
+  sweep->add_option("--jobs,-j", sa->jobs, "Scenarios run at once")->capture_default_str()->check(CLI::Range(1, 256));
   sweep->add_option("--name", sa->name, "Writes results/sweep-<name>/summary.md and .csv")->capture_default_str();
   sweep->footer("Example:\n  placelab sweep scenarios/post-table1-*.yaml --seeds 3 --jobs 2\n"
                 "Finished scenarios are skipped, interrupted ones resume: re-run the same command after a stop.");

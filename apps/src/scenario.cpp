@@ -1,6 +1,8 @@
 #include "scenario.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -54,6 +56,12 @@ class Reader {
     if (v <= 0) fail(node, where(key, node) + ": must be a positive integer");
     return v;
   }
+  // A positive integer no larger than `most` (a count whose size is work or memory).
+  int64_t at_most(const std::string& key, const YAML::Node& node, int64_t most) const {
+    const int64_t v = positive(key, node);
+    if (v > most) fail(node, where(key, node) + ": must be at most " + std::to_string(most));
+    return v;
+  }
   int64_t non_negative(const std::string& key, const YAML::Node& node) const {
     auto v = scalar<int64_t>(key, node, "an integer >= 0");
     if (v < 0) fail(node, where(key, node) + ": must be an integer >= 0");
@@ -88,7 +96,8 @@ class Reader {
     if (!map.IsMap()) fail(map, what + ": must be a map of key: value");
     std::set<std::string> seen;
     for (const auto& kv : map) {
-      std::string key = kv.first.as<std::string>();
+      if (!kv.first.IsScalar()) fail(kv.first, (what.empty() ? "" : what + ": ") + "a key must be a plain name, not a list or map");
+      std::string key = kv.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         fail(kv.first, (what.empty() ? "" : what + ".") + key + ": unknown key; expected one of " +
                            (expected.empty() ? join(allowed) : expected));
@@ -175,7 +184,17 @@ Scenario read_scenario(const std::filesystem::path& path) {
                    {"name", "description", "model", "graph", "machine", "devices", "grouping", "groups", "samples",
                     "batch", "seeds", "learners", "baselines", "verify", "checkpoint_every", "output", "paper"},
                    [&](const std::string& key, const YAML::Node& v) {
-                     if (key == "name") s.name = r.string(key, v);
+                     if (key == "name") {
+                       // The name is the default output folder, results/<name>: a name, never a path.
+                       s.name = r.string(key, v);
+                       const bool plain = s.name.size() <= kMaxNameLength && s.name.front() != '.' &&
+                                          std::all_of(s.name.begin(), s.name.end(), [](char c) {
+                                            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+                                          });
+                       if (!plain)
+                         r.fail(v, r.where(key, v) + ": must be a plain name (letters, digits, '.', '_', '-'; not starting with '.'; at most " +
+                                       std::to_string(kMaxNameLength) + " characters): it names the output folder");
+                     }
                      else if (key == "description") s.description = r.string(key, v);
                      else if (key == "model") s.model = r.string(key, v), have_model = true;
                      else if (key == "graph") s.graph = resolve_relative(path, r.string(key, v)), have_model = true;
@@ -187,15 +206,17 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      else if (key == "grouping")
                        s.grouping = r.choice(key, v, grouping_names());
                      else if (key == "groups") s.metis_groups = static_cast<int>(r.positive(key, v));
-                     else if (key == "samples") s.samples = r.positive(key, v);
-                     else if (key == "batch") s.batch = r.positive(key, v);
+                     else if (key == "samples") s.samples = r.at_most(key, v, kMaxSamples);
+                     else if (key == "batch") s.batch = r.at_most(key, v, kMaxBatch);
                      else if (key == "seeds") {
                        s.seeds.clear();
                        if (v.IsSequence()) {
+                         if (v.size() > static_cast<std::size_t>(kMaxSeeds))
+                           r.fail(v, "seeds: at most " + std::to_string(kMaxSeeds) + " seeds");
                          for (const auto& x : v) s.seeds.push_back(static_cast<uint64_t>(r.non_negative("seeds[]", x)));
                          if (s.seeds.empty()) r.fail(v, "seeds: must list at least one seed");
                        } else {
-                         int64_t n = r.positive(key, v);
+                         int64_t n = r.at_most(key, v, kMaxSeeds);
                          for (int64_t i = 1; i <= n; ++i) s.seeds.push_back(static_cast<uint64_t>(i));
                        }
                      } else if (key == "learners") {
@@ -265,7 +286,8 @@ Scenario read_scenario(const std::filesystem::path& path) {
                              if (x.IsScalar() && x.Scalar() == "OOM") f.oom = true;
                              else {
                                f.step_time_s = r.scalar<double>("paper." + k, x, "seconds per step or OOM");
-                               if (!(f.step_time_s > 0)) r.fail(x, "paper." + k + ": must be > 0 or OOM");
+                               if (!(f.step_time_s > 0) || !std::isfinite(f.step_time_s))
+                                 r.fail(x, r.where("paper." + k, x) + ": must be a finite number > 0, or OOM");
                              }
                              s.paper[name] = f;
                            },

@@ -14,6 +14,13 @@
 
 namespace placelab::cli {
 
+// Bounds on what a small file can ask for: a name is a folder name; seeds and samples are work and
+// memory (a billion seeds or 2^63 samples would allocate or run without end).
+inline constexpr std::size_t kMaxNameLength = 200;
+inline constexpr int64_t kMaxSeeds = 1000;
+inline constexpr int64_t kMaxSamples = 100'000'000;
+inline constexpr int64_t kMaxBatch = 1'000'000;
+
 // One entry of `learners:`: a registry learner (learners/registry.h) and the options the scenario
 // set, already validated; every other option keeps the paper's default.
 struct LearnerSpec {

@@ -317,6 +317,12 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
        "verify.rounds: only with `in_situ: true`"},
       {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, in_situ: maybe}\n"),
        "verify.in_situ = maybe"},
+      // Small files that ask for unbounded work, a write outside results/, or a non-finite figure.
+      {"name: ../../elsewhere\nmodel: resnet50\nbaselines: [single_gpu]\n", "must be a plain name"},
+      {"name: x\nmodel: resnet50\nseeds: 1099511627776\nbaselines: [single_gpu]\n", "seeds = 1099511627776: must be at most 1000"},
+      {"name: x\nmodel: resnet50\nsamples: 9223372036854775807\nbaselines: [single_gpu]\n", "must be at most 100000000"},
+      {small_scenario(quickstart_, dir_ / "o", "paper: {single_gpu: .inf}\n"), "paper.single_gpu = .inf: must be a finite"},
+      {"name: x\nmodel: resnet50\n? [a, b]\n: 3\nbaselines: [single_gpu]\n", "a key must be a plain name"},
       // in_situ needs a calibrated machine with cores; the quickstart's machine is a preset.
       {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, in_situ: true}\n"),
        "verify.in_situ: machine"},
