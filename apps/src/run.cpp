@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -67,6 +68,44 @@ std::string read_text(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A finished run's record kept by --resume, or why it cannot be: unreadable, not JSON, another
+// seed's, or not of the shape this version writes (every field the outputs read is checked here,
+// so a damaged file is run again rather than failing later).
+std::optional<json> kept_run_record(const fs::path& file, uint64_t seed, std::string& why) {
+  json r;
+  try {
+    r = json::parse(read_text(file));
+  } catch (const std::exception& e) {
+    why = e.what();
+    return std::nullopt;
+  }
+  const auto is_time = [](const json& x) { return x.is_null() || x.is_number(); };
+  const auto fail = [&](const char* what) {
+    why = what;
+    return std::nullopt;
+  };
+  if (!r.is_object() || !r.contains("seed") || !r["seed"].is_number_unsigned() || r["seed"].get<uint64_t>() != seed)
+    return fail("not this seed's record");
+  for (const char* key : {"status", "message"})
+    if (!r.contains(key) || !r[key].is_string()) return fail("no status");
+  for (const char* key : {"samples", "groups", "best_sample"})
+    if (!r.contains(key) || !r[key].is_number_integer()) return fail("no sample counts");
+  if (!r.contains("best_s") || !is_time(r["best_s"]) || !r.contains("best_placement") || !r["best_placement"].is_array())
+    return fail("no best placement");
+  if (!r.contains("curve") || !r["curve"].is_array()) return fail("no curve");
+  for (const json& c : r["curve"])
+    if (!c.is_array() || c.size() < 3 || !c[0].is_number_integer() || !is_time(c[1]) || !is_time(c[2]) ||
+        (c.size() > 3 && !c[3].is_null() && !c[3].is_number_unsigned()))
+      return fail("a malformed curve row");
+  if (!r.contains("verifications") || !r["verifications"].is_array()) return fail("no verifications");
+  for (const json& v : r["verifications"])
+    if (!v.is_object() || !v.contains("sample") || !v["sample"].is_number_integer() || !v.contains("predicted_s") ||
+        !v["predicted_s"].is_number() || !v.contains("measured_s") || !is_time(v["measured_s"]) || !v.contains("source") ||
+        !v["source"].is_string() || (v.contains("in_situ_predicted_s") && !v["in_situ_predicted_s"].is_number()))
+      return fail("a malformed verification");
+  return r;
 }
 
 // Set by SIGINT/SIGTERM: the trainer stops at the next batch and the run can be resumed.
@@ -214,8 +253,15 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
       const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
       const fs::path run_file = out / "runs" / (tag + ".json");
       json r;
+      std::optional<json> kept;
       if (opt.resume && fs::exists(run_file)) {
-        r = json::parse(read_text(run_file));
+        std::string why;
+        kept = kept_run_record(run_file, seed, why);
+        if (kept) r = std::move(*kept);
+        // Said whether or not progress is shown: a result is being recomputed.
+        else fmt::print(stderr, "{}: not a usable run record ({}): running {} again\n", run_file.string(), why, tag);
+      }
+      if (kept) {
         if (opt.progress) fmt::print(stderr, "{:<22} already finished, kept\n", tag);
       } else {
         Grouping grouping = make_scenario_grouping(s, g, seed);

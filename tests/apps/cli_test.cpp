@@ -248,6 +248,24 @@ TEST_F(Cli, RunStoppedMidwayAndResumedEqualsUninterrupted) {
   EXPECT_EQ(slurp(dir_ / "full" / "curve.csv"), slurp(dir_ / "part" / "curve.csv"));
 }
 
+// A finished run's record that --resume cannot use — truncated, another seed's, missing fields —
+// is run again with a message naming it, and the outputs equal a fresh run's.
+TEST_F(Cli, ResumeRerunsADamagedRunRecord) {
+  std::string sc = write("s.yaml", small_scenario(quickstart_, dir_ / "out"));
+  ASSERT_EQ(placelab("run " + sc + " --quiet").status, 0);
+  const std::string summary = slurp(dir_ / "out" / "summary.json");
+  const fs::path record = dir_ / "out" / "runs" / "post-seed1.json";
+  const std::string whole = slurp(record);
+  for (const std::string& damaged : {whole.substr(0, whole.size() / 2), std::string("{\"seed\": 2}"),
+                                     std::string("{\"seed\": 1, \"status\": \"finished\"}"), std::string("[]")}) {
+    std::ofstream(record, std::ios::trunc) << damaged;
+    CliResult r = placelab("run " + sc + " --quiet --resume");
+    ASSERT_EQ(r.status, 0) << damaged << "\n" << r.out;
+    EXPECT_NE(r.out.find("post-seed1.json: not a usable run record"), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(dir_ / "out" / "summary.json"), summary) << damaged;
+  }
+}
+
 // The neural learners through the command line: the same scenario and seed give the same
 // summary.json byte for byte, and a run stopped mid-update (batches of 7 against updates of 6 and
 // 5) and resumed gives the uninterrupted run's results and curve.
