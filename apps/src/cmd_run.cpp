@@ -99,7 +99,10 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
       if (fs::exists(summary)) {
         std::ifstream in(summary);
         json j = json::parse(in, nullptr, false);
-        done = !j.is_discarded() && j.value("seeds", json::array()) == json(want.empty() ? s.seeds : want);
+        // Finished with these seeds by this scenario as it is now (an edited one runs again, with
+        // --resume keeping each run whose own fingerprint still matches).
+        done = !j.is_discarded() && j.is_object() &&
+               j.value("fingerprint", std::string()) == summary_fingerprint(s, want.empty() ? s.seeds : want);
       }
       if (done) {
         fmt::print("{:<40} already finished, skipped\n", s.name);

@@ -73,7 +73,7 @@ std::string read_text(const fs::path& p) {
 // A finished run's record kept by --resume, or why it cannot be: unreadable, not JSON, another
 // seed's, or not of the shape this version writes (every field the outputs read is checked here,
 // so a damaged file is run again rather than failing later).
-std::optional<json> kept_run_record(const fs::path& file, uint64_t seed, std::string& why) {
+std::optional<json> kept_run_record(const fs::path& file, uint64_t seed, const std::string& fingerprint, std::string& why) {
   json r;
   try {
     r = json::parse(read_text(file));
@@ -88,6 +88,9 @@ std::optional<json> kept_run_record(const fs::path& file, uint64_t seed, std::st
   };
   if (!r.is_object() || !r.contains("seed") || !r["seed"].is_number_unsigned() || r["seed"].get<uint64_t>() != seed)
     return fail("not this seed's record");
+  if (!r.contains("fingerprint") || !r["fingerprint"].is_string())
+    return fail("written without a fingerprint, by an older placelab");
+  if (r["fingerprint"] != fingerprint) return fail("made by another scenario, or by this one before an edit");
   for (const char* key : {"status", "message"})
     if (!r.contains(key) || !r[key].is_string()) return fail("no status");
   for (const char* key : {"samples", "groups", "best_sample"})
@@ -252,11 +255,23 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     for (uint64_t seed : seeds) {
       const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
       const fs::path run_file = out / "runs" / (tag + ".json");
+      const std::string fingerprint = run_fingerprint(s, ls, seed);
+      // The checkpoint's name carries the run's fingerprint: one left by another scenario, or by
+      // this one before an edit, is not resumed from but removed, with a message.
+      const fs::path checkpoint_path = out / "runs" / (tag + "." + fingerprint + ".checkpoint.json");
+      for (const auto& e : fs::directory_iterator(out / "runs")) {
+        const std::string file = e.path().filename().string();
+        if (file.starts_with(tag + ".") && file.ends_with(".checkpoint.json") && e.path() != checkpoint_path) {
+          fmt::print(stderr, "{}: a checkpoint of another scenario, or of this one before an edit: removed\n",
+                     e.path().string());
+          fs::remove(e.path());
+        }
+      }
       json r;
       std::optional<json> kept;
       if (opt.resume && fs::exists(run_file)) {
         std::string why;
-        kept = kept_run_record(run_file, seed, why);
+        kept = kept_run_record(run_file, seed, fingerprint, why);
         if (kept) r = std::move(*kept);
         // Said whether or not progress is shown: a result is being recomputed.
         else fmt::print(stderr, "{}: not a usable run record ({}): running {} again\n", run_file.string(), why, tag);
@@ -281,7 +296,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
         to.batch_size = s.batch;
         to.verify_every = verify_env ? s.verify.every : 0;
         to.checkpoint_every = s.checkpoint_every;
-        to.checkpoint_path = out / "runs" / (tag + ".checkpoint.json");
+        to.checkpoint_path = checkpoint_path;
         to.resume = opt.resume;
         ProgressBar bar(tag, s.samples, opt.progress);
         ProgressObserver obs(bar, opt.stop_after_samples);
@@ -290,6 +305,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
         if (t.resumed_from > 0 && opt.progress)
           fmt::print(stderr, "{:<22} resumed from its checkpoint at sample {}\n", tag, t.resumed_from);
         r = {{"seed", seed},
+             {"fingerprint", fingerprint},
              {"status", status_name(t.status)},
              {"message", t.message},
              {"samples", t.samples},
@@ -391,6 +407,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   summary["samples"] = s.samples;
   summary["batch"] = s.batch;
   summary["seeds"] = seeds;
+  summary["fingerprint"] = summary_fingerprint(s, seeds);
   summary["results"] = results;
   summary["verifications"] = verifications;
   if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};

@@ -9,8 +9,11 @@
 #include <set>
 #include <span>
 #include <string_view>
+#include <variant>
 #include <sstream>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
@@ -301,6 +304,63 @@ Scenario read_scenario(const std::filesystem::path& path) {
     throw InputError(path.string() + ": the scenario lists no learners and no baselines: nothing to run");
   if (s.output.empty()) s.output = std::filesystem::path("results") / s.name;
   return s;
+}
+
+namespace {
+
+std::string fnv1a_hex(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// A file's content fingerprint, or its path when it cannot be read (run will say so).
+std::string file_fingerprint(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return "unreadable:" + p.string();
+  std::stringstream text;
+  text << in.rdbuf();
+  return fnv1a_hex(text.str());
+}
+
+nlohmann::json options_json(const OptionValues& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : values)
+    std::visit([&](const auto& v) { j[key] = v; }, value);
+  return j;
+}
+
+}  // namespace
+
+std::string scenario_fingerprint(const Scenario& s) {
+  nlohmann::json j;
+  j["format"] = "placelab-fingerprint-1";
+  j["model"] = s.model;
+  j["graph"] = s.graph.empty() ? "" : file_fingerprint(s.graph);
+  j["machine"] = s.machine;
+  if (std::filesystem::is_regular_file(s.machine)) j["machine_file"] = file_fingerprint(s.machine);
+  j["devices"] = s.devices;
+  j["grouping"] = s.grouping;
+  j["groups"] = s.metis_groups;
+  j["samples"] = s.samples;
+  j["batch"] = s.batch;
+  j["verify"] = {s.verify.backend, s.verify.every, s.verify.steps, s.verify.in_situ, s.verify.rounds};
+  return fnv1a_hex(j.dump());
+}
+
+std::string run_fingerprint(const Scenario& s, const LearnerSpec& learner, uint64_t seed) {
+  const nlohmann::json j = {scenario_fingerprint(s), learner.config.name, options_json(learner.config.values), seed};
+  return fnv1a_hex(j.dump());
+}
+
+std::string summary_fingerprint(const Scenario& s, const std::vector<uint64_t>& seeds) {
+  nlohmann::json learners = nlohmann::json::array();
+  for (const LearnerSpec& l : s.learners) learners.push_back({l.config.name, options_json(l.config.values)});
+  const nlohmann::json j = {scenario_fingerprint(s), learners, s.baselines, seeds};
+  return fnv1a_hex(j.dump());
 }
 
 }  // namespace placelab::cli

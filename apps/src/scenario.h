@@ -72,4 +72,14 @@ struct Scenario {
 // Parses and validates a scenario file. Throws InputError "file:line: key = value: rule".
 Scenario read_scenario(const std::filesystem::path& path);
 
+// Fingerprints (16 hex digits: FNV-1a 64 of a canonical JSON) of what determines results, so that
+// --resume and sweep reuse only results of this scenario as it is now. The scenario's: its model
+// spec or graph file's content, machine (a file's content too), devices, grouping, groups, samples,
+// batch and verify settings — not its name, description, paper figures, output or checkpoint
+// interval. A run's adds a learner's name, its options as set and the seed; a summary's, the
+// learners, baselines and seeds.
+std::string scenario_fingerprint(const Scenario& s);
+std::string run_fingerprint(const Scenario& s, const LearnerSpec& learner, uint64_t seed);
+std::string summary_fingerprint(const Scenario& s, const std::vector<uint64_t>& seeds);
+
 }  // namespace placelab::cli

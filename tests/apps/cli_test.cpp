@@ -266,6 +266,53 @@ TEST_F(Cli, ResumeRerunsADamagedRunRecord) {
   }
 }
 
+// --resume reuses only what this scenario, as it is now, would produce: after an edit that changes
+// one learner's options, that learner's runs are run again (saying why) and the other's kept; a
+// record copied from another scenario is not taken; a checkpoint left by another version of the
+// scenario is removed, not resumed from. The outputs equal a fresh run of the edited scenario.
+TEST_F(Cli, ResumeReusesOnlyResultsOfThisScenarioAsItIsNow) {
+  const std::string sc = write("s.yaml", small_scenario(quickstart_, dir_ / "out"));
+  ASSERT_EQ(placelab("run " + sc + " --quiet").status, 0);
+  // The edit: reinforce's learning rate. A stopped run of the old scenario leaves a checkpoint.
+  std::string edited_text = small_scenario(quickstart_, dir_ / "out");
+  edited_text.replace(edited_text.find("reinforce: {}"), std::string("reinforce: {}").size(), "reinforce: {learning_rate: 0.05}");
+  std::string stale_text = small_scenario(quickstart_, dir_ / "stale");
+  stale_text.replace(stale_text.find("ce_every: 24"), std::string("ce_every: 24").size(), "ce_every: 12");
+  ASSERT_EQ(placelab("run " + write("old.yaml", stale_text) + " --quiet --stop-after-samples 24").status, 130);
+  int copied = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "stale" / "runs"))
+    if (e.path().filename().string().ends_with(".checkpoint.json"))
+      fs::copy_file(e.path(), dir_ / "out" / "runs" / e.path().filename()), ++copied;
+  ASSERT_EQ(copied, 1);
+  write("s.yaml", edited_text);
+  CliResult resumed = placelab("run " + sc + " --quiet --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("reinforce-seed1.json: not a usable run record (made by another scenario, or by this one "
+                             "before an edit): running reinforce-seed1 again"),
+            std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("checkpoint of another scenario, or of this one before an edit: removed"), std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(resumed.out.find("post-seed1.json: not a usable"), std::string::npos) << "post's runs still match: " << resumed.out;
+  const std::string fresh = write("fresh.yaml", std::string(edited_text).replace(edited_text.find("output: "), std::string::npos,
+                                                                                 "output: " + (dir_ / "fresh").string() + "\n"));
+  ASSERT_EQ(placelab("run " + fresh + " --quiet").status, 0);
+  auto a = nlohmann::json::parse(slurp(dir_ / "out" / "summary.json"));
+  auto b = nlohmann::json::parse(slurp(dir_ / "fresh" / "summary.json"));
+  EXPECT_EQ(a["results"], b["results"]);
+  EXPECT_EQ(a["fingerprint"], b["fingerprint"]);
+  // A record of another scenario (other samples) in runs/ is not taken either.
+  const std::string other = write("other.yaml", small_scenario(quickstart_, dir_ / "other", "").replace(
+                                                    small_scenario(quickstart_, dir_ / "other").find("samples: 48"), 11, "samples: 36"));
+  ASSERT_EQ(placelab("run " + other + " --quiet").status, 0);
+  fs::copy_file(dir_ / "other" / "runs" / "post-seed2.json", dir_ / "out" / "runs" / "post-seed2.json",
+                fs::copy_options::overwrite_existing);
+  CliResult foreign = placelab("run " + sc + " --quiet --resume");
+  ASSERT_EQ(foreign.status, 0) << foreign.out;
+  EXPECT_NE(foreign.out.find("post-seed2.json: not a usable run record (made by another scenario"), std::string::npos)
+      << foreign.out;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "out" / "summary.json"))["results"], b["results"]);
+}
+
 // The neural learners through the command line: the same scenario and seed give the same
 // summary.json byte for byte, and a run stopped mid-update (batches of 7 against updates of 6 and
 // 5) and resumed gives the uninterrupted run's results and curve.
@@ -466,6 +513,11 @@ TEST_F(Cli, ReportRerendersAndSweepTabulates) {
   EXPECT_TRUE(fs::exists("results/sweep-clitest/summary.csv"));
   CliResult again = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
   EXPECT_NE(again.out.find("already finished, skipped"), std::string::npos) << again.out;
+  // An edited scenario is not skipped: its results no longer match it.
+  write("b.yaml", "name: b\n" + small_scenario(quickstart_, dir_ / "b", "groups: 7\n").substr(std::string("name: small\n").size()));
+  CliResult edited = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
+  ASSERT_EQ(edited.status, 0) << edited.out;
+  EXPECT_NE(edited.out.find("b                                        started"), std::string::npos) << edited.out;
   fs::remove_all("results/sweep-clitest");
   fs::remove(dir_ / "a" / "report.md");
   CliResult rep = placelab("report " + (dir_ / "a").string());
