@@ -1,8 +1,13 @@
 #include "run.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <numeric>
@@ -153,6 +158,39 @@ std::optional<Stats> stats_of(const std::vector<double>& xs) {
   return s;
 }
 
+// The output folder's lock, held for the whole run: two runs writing one folder would interleave
+// their run files and checkpoints and clear each other's. flock() is released by the kernel when
+// the process ends, however it ends; the file keeps the holder's pid for the second run's message.
+class OutputLock {
+ public:
+  explicit OutputLock(const fs::path& folder) : path_(folder / ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(path_.string() + ": cannot open the run's lock file: " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char pid[32] = {};
+      const ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+      ::close(fd_);
+      if (err == EWOULDBLOCK)
+        throw InputError(folder.string() + ": another placelab run" +
+                         (n > 0 ? std::string(" (process ") + std::string(pid, static_cast<std::size_t>(n)) + ")" : std::string()) +
+                         " is writing its results here; wait for it, or give this run another --output");
+      throw InputError(path_.string() + ": cannot lock: " + std::strerror(err));
+    }
+    const std::string me = std::to_string(::getpid());
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+      // The lock holds without the pid; a second run's message just cannot name the process.
+    }
+  }
+  ~OutputLock() { ::close(fd_); }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
 }  // namespace
 
 RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
@@ -163,7 +201,10 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     for (int i = 1; i <= *opt.seeds; ++i) seeds.push_back(static_cast<uint64_t>(i));
   }
   const fs::path out = opt.output.empty() ? s.output : opt.output;
-  fs::create_directories(out / "runs");
+  std::error_code made;
+  fs::create_directories(out / "runs", made);
+  if (made) throw InputError(out.string() + ": cannot create the output folder: " + made.message());
+  const OutputLock lock(out);
   if (!opt.resume) {
     // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
     for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());

@@ -1,4 +1,8 @@
 // End-to-end tests of the `placelab` binary: what a user types, what they see, the exit status.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <sstream>
@@ -246,6 +250,33 @@ TEST_F(Cli, RunStoppedMidwayAndResumedEqualsUninterrupted) {
   auto b = nlohmann::json::parse(slurp(dir_ / "part" / "summary.json"));
   EXPECT_EQ(a["results"], b["results"]);
   EXPECT_EQ(slurp(dir_ / "full" / "curve.csv"), slurp(dir_ / "part" / "curve.csv"));
+}
+
+// Two runs into one folder: the second exits 2 naming the process that holds the folder, and
+// writes nothing there; once the first is gone, a run goes ahead. (The first run here is this
+// test, holding the folder's lock as a run does.)
+TEST_F(Cli, ASecondRunIntoTheSameFolderIsRefused) {
+  const fs::path out = dir_ / "busy";
+  fs::create_directories(out);
+  const int fd = ::open((out / ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string me = std::to_string(::getpid());
+  ASSERT_EQ(::pwrite(fd, me.data(), me.size(), 0), static_cast<ssize_t>(me.size()));
+  const std::string sc = write("s.yaml", small_scenario(quickstart_, out));
+  CliResult second = placelab("run " + sc + " --quiet");
+  EXPECT_EQ(second.status, 2) << second.out;
+  EXPECT_NE(second.out.find("another placelab run (process " + me + ") is writing its results here"), std::string::npos)
+      << second.out;
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  ::close(fd);
+  EXPECT_EQ(placelab("run " + sc + " --quiet").status, 0);
+  EXPECT_TRUE(fs::exists(out / "summary.json"));
+  // An output folder that cannot be made is the user's mistake too.
+  write("file", "x");
+  const CliResult blocked = placelab("run " + sc + " --quiet -o " + (dir_ / "file" / "sub").string());
+  EXPECT_EQ(blocked.status, 2) << blocked.out;
+  EXPECT_NE(blocked.out.find("cannot create the output folder"), std::string::npos) << blocked.out;
 }
 
 // A finished run's record that --resume cannot use — truncated, another seed's, missing fields —
