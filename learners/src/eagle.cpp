@@ -284,7 +284,7 @@ const detail::OptionTable<O>& eagle_options(const std::string& name) {
         };
         own.insert(own.end(), ppo.begin(), ppo.end());
         return own;
-      }()));
+      }(), /*learned_groups=*/true));
   return kTable;
 }
 

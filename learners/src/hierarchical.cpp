@@ -93,7 +93,7 @@ const detail::OptionTable<HierarchicalOptions>& hierarchical_options() {
         auto grl = detail::grl_fields<O>();
         own.insert(own.end(), grl.begin(), grl.end());
         return own;
-      }()));
+      }(), /*learned_groups=*/true));
   return kTable;
 }
 

@@ -39,10 +39,14 @@ std::vector<typename OptionTable<O>::Field> policy_fields() {
   };
 }
 
+// A learner's own fields, then the policy's. Learners whose groups change with every placement
+// (learned_groups = true: hierarchical, eagle) place them with the seq2seq placer only, so they do
+// not offer `placer`.
 template <typename O>
-std::vector<typename OptionTable<O>::Field> with_policy(std::vector<typename OptionTable<O>::Field> own) {
-  auto fields = policy_fields<O>();
-  own.insert(own.end(), fields.begin(), fields.end());
+std::vector<typename OptionTable<O>::Field> with_policy(std::vector<typename OptionTable<O>::Field> own,
+                                                        bool learned_groups = false) {
+  for (auto& field : policy_fields<O>())
+    if (!(learned_groups && field.key == "placer")) own.push_back(std::move(field));
   return own;
 }
 
