@@ -158,23 +158,7 @@ Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const Sc
 
   Placement group_devices(units.num_groups(), targets.front());
   if (targets.size() > 1 && units.num_groups() > 1) {
-    // Scotch sums loads in SCOTCH_Num (int); 1e7 keeps every sum far below 2^31.
-    std::vector<SCOTCH_Num> velo = detail::scale_weights(wg.vertex_weight, 1e7);
-    std::vector<SCOTCH_Num> edlo = detail::scale_weights(wg.edge_weight, 1e7);
-    std::vector<SCOTCH_Num> verttab(wg.offsets.begin(), wg.offsets.end());
-    std::vector<SCOTCH_Num> edgetab(wg.neighbors.begin(), wg.neighbors.end());
-    const auto nv = static_cast<SCOTCH_Num>(wg.num_vertices());
-    const auto ne = static_cast<SCOTCH_Num>(edgetab.size());
-    // Scotch wants non-null arrays even for an edgeless graph.
-    if (edgetab.empty()) {
-      edgetab.push_back(0);
-      edlo.assign(1, 1);
-    }
-    ScotchGraph source;
-    scotch_check(SCOTCH_graphBuild(&source.g, 0, nv, verttab.data(), nullptr, velo.data(), nullptr, ne, edgetab.data(),
-                                   edlo.data()),
-                 "SCOTCH_graphBuild (op graph)");
-    scotch_check(SCOTCH_graphCheck(&source.g), "SCOTCH_graphCheck (op graph)");
+    const detail::ScotchWeightedGraph source(wg);
 
     // Target graph: the target devices, fully connected; the cost of edge (a, b) is the time the
     // machine's route a→b (slower direction) takes to move 1 MiB, relative to the fastest pair.
@@ -214,7 +198,7 @@ Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const Sc
 
     ScotchContext context(options.seed);
     ScotchGraph source_in_context, target_in_context;
-    scotch_check(SCOTCH_contextBindGraph(&context.c, &source.g, &source_in_context.g), "SCOTCH_contextBindGraph");
+    scotch_check(SCOTCH_contextBindGraph(&context.c, &source.graph.g, &source_in_context.g), "SCOTCH_contextBindGraph");
     scotch_check(SCOTCH_contextBindGraph(&context.c, &target.g, &target_in_context.g), "SCOTCH_contextBindGraph");
     ScotchArch arch;
     ScotchStrat arch_strat, map_strat;

@@ -65,14 +65,18 @@ class SilencedStdout {
 
 }  // namespace
 
+bool trivial_partition(std::size_t n, int parts, std::vector<int32_t>& part) {
+  part.assign(n, 0);
+  if (n == 0 || parts <= 1) return true;
+  if (static_cast<std::size_t>(parts) < n) return false;
+  for (std::size_t i = 0; i < n; ++i) part[i] = static_cast<int32_t>(i);
+  return true;
+}
+
 std::vector<int32_t> metis_partition(const WeightedGraph& g, int parts, int seed, double imbalance) {
   const std::size_t n = g.num_vertices();
-  std::vector<int32_t> part(n, 0);
-  if (n == 0 || parts <= 1) return part;
-  if (static_cast<std::size_t>(parts) >= n) {
-    for (std::size_t i = 0; i < n; ++i) part[i] = static_cast<int32_t>(i);
-    return part;
-  }
+  std::vector<int32_t> part;
+  if (trivial_partition(n, parts, part)) return part;
   static_assert(sizeof(idx_t) == 4, "libmetis is expected with 32-bit idx_t (Debian's build)");
   // METIS sums vertex and edge weights internally in idx_t; 1e8 leaves a 20× margin below 2^31.
   std::vector<idx_t> vwgt = scale_weights(g.vertex_weight, 1e8);
@@ -111,6 +115,22 @@ void scotch_check(int status, const char* call) {
   if (status != 0) throw Error(std::string(call) + " failed with status " + std::to_string(status));
 }
 
+ScotchWeightedGraph::ScotchWeightedGraph(const WeightedGraph& g)
+    : velo(scale_weights(g.vertex_weight, 1e7)),
+      edlo(scale_weights(g.edge_weight, 1e7)),
+      verttab(g.offsets.begin(), g.offsets.end()),
+      edgetab(g.neighbors.begin(), g.neighbors.end()) {
+  const auto ne = static_cast<SCOTCH_Num>(edgetab.size());
+  if (edgetab.empty()) {  // Scotch wants non-null arrays even for an edgeless graph
+    edgetab.push_back(0);
+    edlo.assign(1, 1);
+  }
+  scotch_check(SCOTCH_graphBuild(&graph.g, 0, static_cast<SCOTCH_Num>(g.num_vertices()), verttab.data(), nullptr,
+                                 velo.data(), nullptr, ne, edgetab.data(), edlo.data()),
+               "SCOTCH_graphBuild");
+  scotch_check(SCOTCH_graphCheck(&graph.g), "SCOTCH_graphCheck");
+}
+
 ScotchContext::ScotchContext(int seed) {
   scotch_check(SCOTCH_contextInit(&c), "SCOTCH_contextInit");
   scotch_check(SCOTCH_contextOptionSetNum(&c, SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
@@ -122,30 +142,12 @@ ScotchContext::ScotchContext(int seed) {
 
 std::vector<int32_t> scotch_partition(const WeightedGraph& g, int parts, int seed, double imbalance) {
   const std::size_t n = g.num_vertices();
-  std::vector<int32_t> part(n, 0);
-  if (n == 0 || parts <= 1) return part;
-  if (static_cast<std::size_t>(parts) >= n) {
-    for (std::size_t i = 0; i < n; ++i) part[i] = static_cast<int32_t>(i);
-    return part;
-  }
-  // Scotch sums loads in SCOTCH_Num (int); 1e7 keeps every sum far below 2^31.
-  std::vector<SCOTCH_Num> velo = scale_weights(g.vertex_weight, 1e7);
-  std::vector<SCOTCH_Num> edlo = scale_weights(g.edge_weight, 1e7);
-  std::vector<SCOTCH_Num> verttab(g.offsets.begin(), g.offsets.end());
-  std::vector<SCOTCH_Num> edgetab(g.neighbors.begin(), g.neighbors.end());
-  const auto ne = static_cast<SCOTCH_Num>(edgetab.size());
-  if (edgetab.empty()) {  // Scotch wants non-null arrays even for an edgeless graph
-    edgetab.push_back(0);
-    edlo.assign(1, 1);
-  }
-  ScotchGraph graph;
-  scotch_check(SCOTCH_graphBuild(&graph.g, 0, static_cast<SCOTCH_Num>(n), verttab.data(), nullptr, velo.data(), nullptr,
-                                 ne, edgetab.data(), edlo.data()),
-               "SCOTCH_graphBuild");
-  scotch_check(SCOTCH_graphCheck(&graph.g), "SCOTCH_graphCheck");
+  std::vector<int32_t> part;
+  if (trivial_partition(n, parts, part)) return part;
+  const ScotchWeightedGraph graph(g);
   ScotchContext context(seed);
   ScotchGraph bound;
-  scotch_check(SCOTCH_contextBindGraph(&context.c, &graph.g, &bound.g), "SCOTCH_contextBindGraph");
+  scotch_check(SCOTCH_contextBindGraph(&context.c, &graph.graph.g, &bound.g), "SCOTCH_contextBindGraph");
   ScotchStrat strat;
   scotch_check(SCOTCH_stratGraphMapBuild(&strat.s, SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(parts), imbalance - 1.0),
                "SCOTCH_stratGraphMapBuild");

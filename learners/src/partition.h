@@ -71,6 +71,18 @@ struct ScotchStrat {
   ScotchStrat& operator=(const ScotchStrat&) = delete;
 };
 
+// `g` as a Scotch source graph, built and checked: loads scaled to SCOTCH_Num (Scotch sums them in
+// an int; 1e7 keeps every sum far below 2^31). Owns the arrays, which Scotch reads but does not copy.
+struct ScotchWeightedGraph {
+  explicit ScotchWeightedGraph(const WeightedGraph& g);
+  std::vector<SCOTCH_Num> velo, edlo, verttab, edgetab;
+  ScotchGraph graph;  // declared after the arrays: destroyed before them
+};
+
+// The partitions every partitioner shares: `part` all zeros when n = 0 or parts ≤ 1, one vertex
+// per part when parts ≥ n; returns whether it was one of those.
+bool trivial_partition(std::size_t n, int parts, std::vector<int32_t>& part);
+
 // Throws Error naming `call` when a Scotch status is not 0.
 void scotch_check(int status, const char* call);
 
