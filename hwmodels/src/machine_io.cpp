@@ -46,6 +46,23 @@ std::string_view quantity_example(Quantity q) {
   return "a number";
 }
 
+// The range a quantity's value must lie in, as the message words it. Positive and finite is not
+// enough: a rate of 1e-320 is a denormal whose reciprocal (a time) is infinite, and a value far
+// beyond any machine's is a typo the simulator should not take.
+struct Range {
+  double low, high;
+  std::string_view text;
+};
+Range quantity_range(Quantity q) {
+  switch (q) {
+    case Quantity::kFlops: return {1e3, 1e19, "in [1e3, 1e19] FLOP/s"};
+    case Quantity::kBandwidth: return {1e3, 1e16, "in [1e3, 1e16] bytes/s"};
+    case Quantity::kBytes: return {1, 1e18, "in [1, 1e18] bytes"};
+    case Quantity::kSeconds: return {0, 1e4, "in [0, 1e4] seconds"};
+  }
+  return {0, 0, ""};
+}
+
 // Parses all of `text` as a decimal floating-point number.
 std::optional<double> parse_double(std::string_view text) {
   double v = 0;
@@ -190,6 +207,9 @@ class MachineReader {
     if (!value) fail(line, field, node.Scalar(), "must be " + std::string(quantity_example(q)));
     if (!std::isfinite(*value)) fail(line, field, node.Scalar(), "must be finite");
     if (allow_zero ? *value < 0 : *value <= 0) fail(line, field, node.Scalar(), allow_zero ? "must be >= 0" : "must be > 0");
+    const Range range = quantity_range(q);
+    if (*value != 0 && (*value < range.low || *value > range.high))
+      fail(line, field, node.Scalar(), "must be " + std::string(range.text));
     return *value;
   }
 

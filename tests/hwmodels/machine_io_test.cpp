@@ -150,6 +150,12 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(27, "    bandwidth_Bps: 0"), "t.yaml:27: links[1].bandwidth_Bps = 0: must be > 0"},
       {with_line(29, "    reverse_bandwidth_Bps: -12 GB/s"),
        "t.yaml:29: links[1].reverse_bandwidth_Bps = -12 GB/s: must be > 0"},
+      // Positive and finite, but outside any machine: a denormal rate's reciprocal is infinite.
+      {with_line(12, "    peak_flops: 1e-320"), "t.yaml:12: devices[1].peak_flops = 1e-320: must be in [1e3, 1e19] FLOP/s"},
+      {with_line(27, "    bandwidth_Bps: 1e30 GB/s"),
+       "t.yaml:27: links[1].bandwidth_Bps = 1e30 GB/s: must be in [1e3, 1e16] bytes/s"},
+      {with_line(16, "    launch_overhead_s: 1e9 s"),
+       "t.yaml:16: devices[1].launch_overhead_s = 1e9 s: must be in [0, 1e4] seconds"},
       {with_line(8, "    streams: two"), "t.yaml:8: devices[0].streams = two: must be an integer in 1..256"},
       {with_line(8, "    streams: 2.5"), "t.yaml:8: devices[0].streams = 2.5: must be an integer in 1..256"},
       {with_line(8, "    streams: 0"), "t.yaml:8: devices[0].streams = 0: must be an integer in 1..256"},
