@@ -1,12 +1,14 @@
 #include "placelab/profiler/trace_import.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -89,19 +91,28 @@ int64_t product(const std::vector<int64_t>& dims) {
   return p;
 }
 
-// "[1, 2]" or "2" → the integers in it.
+// A decimal integer that fits int64_t, else nullopt (std::stoll threw on a 20-digit step number).
+std::optional<int64_t> int64_of(std::string_view text) {
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// "[1, 2]" or "2" → the integers in it; one too large for int64_t is left out.
 std::vector<int64_t> ints_in(std::string_view text) {
   std::vector<int64_t> out;
   std::string cur;
+  const auto flush = [&] {
+    if (!cur.empty() && cur != "-")
+      if (auto v = int64_of(cur)) out.push_back(*v);
+    cur.clear();
+  };
   for (char c : text) {
-    if ((c >= '0' && c <= '9') || (c == '-' && cur.empty())) {
-      cur += c;
-    } else if (!cur.empty()) {
-      if (cur != "-") out.push_back(std::stoll(cur));
-      cur.clear();
-    }
+    if ((c >= '0' && c <= '9') || (c == '-' && cur.empty())) cur += c;
+    else flush();
   }
-  if (!cur.empty() && cur != "-") out.push_back(std::stoll(cur));
+  flush();
   return out;
 }
 
@@ -389,8 +400,10 @@ TfProcess classify_tf_process(const std::string& name) {
   static const std::regex dev_re(R"((?:device:|/)(GPU|CPU|gpu|cpu):(\d+))");
   std::smatch m;
   if (!std::regex_search(name, m, dev_re)) return p;
+  const auto device = int64_of(m[2].str());
+  if (!device) return p;  // a device number beyond int64_t: not a device this importer knows
   p.gpu = m[1] == "GPU" || m[1] == "gpu";
-  p.device = std::stoll(m[2]);
+  p.device = *device;
   if (name.find("Tensors") != std::string::npos || name.find("Allocators") != std::string::npos) return p;
   if (name.find("memcpy") != std::string::npos) p.kind = TfProcess::kMemcpy;
   else if (name.find("stream:all") != std::string::npos) p.kind = TfProcess::kStreamAll;
@@ -777,6 +790,17 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
     std::string what = e.what();
     const auto colon = what.find("syntax error");
     fail(origin, where.line_of_byte(byte), "invalid JSON: " + (colon != std::string::npos ? what.substr(colon) : what));
+  } catch (const json::exception& e) {
+    // A number beyond double's range ("number overflow parsing '1e400'"): nlohmann gives no
+    // position, so the line is that of the first occurrence of the quoted text.
+    std::string what = e.what();
+    int line = 1;
+    const auto open = what.find('\''), close = what.rfind('\'');
+    if (open != std::string::npos && close > open)
+      if (const auto at = text.find(what.substr(open + 1, close - open - 1)); at != std::string_view::npos)
+        line = JsonLocator(text).line_of_byte(at);
+    const auto message = what.find("] ");
+    fail(origin, line, "invalid JSON: " + (message != std::string::npos ? what.substr(message + 2) : what));
   }
   const json* events = nullptr;
   if (root.is_array()) events = &root;

@@ -163,6 +163,26 @@ TEST(TraceImport, RejectsWhatIsNoTrace) {
   fs::remove(corrupt);
 }
 
+// Numbers no parser should trust: a timestamp beyond double's range is an InputError with its
+// line (nlohmann's out_of_range was an internal error), and a ProfilerStep# or device number beyond
+// int64_t is no number (std::stoll threw) — the trace still imports.
+TEST(TraceImport, OutOfRangeNumbersAreInputErrorsOrIgnored) {
+  try {
+    import_trace_text("{\"traceEvents\": [\n {\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1e400}]}", "big.json");
+    ADD_FAILURE() << "1e400 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.json:2: invalid JSON: number overflow parsing '1e400'"), std::string::npos)
+        << e.what();
+  }
+  std::string kineto = kKineto;
+  const std::string step = "ProfilerStep#7";
+  ASSERT_NE(kineto.find(step), std::string::npos);
+  kineto.replace(kineto.find(step), step.size(), "ProfilerStep#123456789012345678901");
+  const TraceImport t = import_trace_text(kineto, "huge-step.json");
+  EXPECT_EQ(t.report.kernels, 5);
+  EXPECT_EQ(t.report.steps, 2);
+}
+
 TEST(TraceImport, OptionsValidateNameTheField) {
   TraceImportOptions o;
   o.host_device = "gpu:9";
