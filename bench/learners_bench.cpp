@@ -141,6 +141,20 @@ void BM_Seq2SeqSample(benchmark::State& state, const std::string& learner_name) 
   state.counters["devices"] = static_cast<double>(s.space.devices.size());
 }
 
+// grl with EAGLE's GCN placer in place of its seq2seq LSTM: the same REINFORCE update over the
+// same 256 groups, every group decided at once.
+void BM_GcnSample(benchmark::State& state) {
+  static const Synthetic256 s;
+  const auto hidden = static_cast<int64_t>(state.range(0));
+  std::unique_ptr<Learner> learner = make_learner(
+      LearnerConfig{"grl", {{"hidden", hidden}, {"placer", std::string("gcn")}}}, LearnerContext{s.space, 1, &s.problem});
+  learner->set_sample_budget(1'000'000);
+  int64_t samples = 0;
+  for (auto _ : state) samples += draw_and_update(*learner, samples);
+  state.SetItemsProcessed(samples);
+}
+BENCHMARK(BM_GcnSample)->ArgName("hidden")->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // One BM_Train per registry learner, with the paper's options; the neural learners' per-sample
 // cost at the hidden sizes of the targets.
 const int kRegistered = [] {
