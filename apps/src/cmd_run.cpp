@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "placelab/graph/error.h"
 #include "inputs.h"
+#include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "run.h"
 #include "scenario.h"
@@ -102,7 +102,8 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
         // Finished with these seeds by this scenario as it is now (an edited one runs again, with
         // --resume keeping each run whose own fingerprint still matches).
         done = !j.is_discarded() && j.is_object() &&
-               j.value("fingerprint", std::string()) == summary_fingerprint(s, want.empty() ? s.seeds : want);
+               j.value("fingerprint", std::string()) ==
+                   summary_fingerprint(scenario_fingerprint(s), s, want.empty() ? s.seeds : want);
       }
       if (done) {
         fmt::print("{:<40} already finished, skipped\n", s.name);

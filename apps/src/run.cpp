@@ -67,21 +67,13 @@ json learned_grouping_json(const Scenario& s, const OpGraph& g, uint64_t seed, c
   return {{"non_empty", ops.num_groups()}, {"groups", groups}, {"group_of_op", ops.group_of_op()}};
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw InputError(p.string() + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A finished run's record kept by --resume, or why it cannot be: unreadable, not JSON, another
 // seed's, or not of the shape this version writes (every field the outputs read is checked here,
 // so a damaged file is run again rather than failing later).
 std::optional<json> kept_run_record(const fs::path& file, uint64_t seed, const std::string& fingerprint, std::string& why) {
   json r;
   try {
-    r = json::parse(read_text(file));
+    r = json::parse(read_text_file(file));
   } catch (const std::exception& e) {
     why = e.what();
     return std::nullopt;
@@ -290,13 +282,15 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     results.push_back({{"name", b}, {"kind", "baseline"}, {"runs", runs}});
   }
 
-  // Learners: one training run per seed, each resumable.
+  // Learners: one training run per seed, each resumable. What determines their results, read and
+  // hashed once (a graph file's content among it).
+  const std::string scenario_print = scenario_fingerprint(s);
   for (const LearnerSpec& ls : s.learners) {
     json runs = json::array();
     for (uint64_t seed : seeds) {
       const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
       const fs::path run_file = out / "runs" / (tag + ".json");
-      const std::string fingerprint = run_fingerprint(s, ls, seed);
+      const std::string fingerprint = run_fingerprint(scenario_print, ls, seed);
       // The checkpoint's name carries the run's fingerprint: one left by another scenario, or by
       // this one before an edit, is not resumed from but removed, with a message.
       const fs::path checkpoint_path = out / "runs" / (tag + "." + fingerprint + ".checkpoint.json");
@@ -448,7 +442,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   summary["samples"] = s.samples;
   summary["batch"] = s.batch;
   summary["seeds"] = seeds;
-  summary["fingerprint"] = summary_fingerprint(s, seeds);
+  summary["fingerprint"] = summary_fingerprint(scenario_print, s, seeds);
   summary["results"] = results;
   summary["verifications"] = verifications;
   if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};

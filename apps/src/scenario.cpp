@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 #include "placelab/learners/grouping.h"
 
 namespace placelab::cli {
@@ -319,11 +320,11 @@ std::string fnv1a_hex(const std::string& text) {
 
 // A file's content fingerprint, or its path when it cannot be read (run will say so).
 std::string file_fingerprint(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return "unreadable:" + p.string();
-  std::stringstream text;
-  text << in.rdbuf();
-  return fnv1a_hex(text.str());
+  try {
+    return fnv1a_hex(read_text_file(p));
+  } catch (const InputError&) {
+    return "unreadable:" + p.string();
+  }
 }
 
 nlohmann::json options_json(const OptionValues& values) {
@@ -351,15 +352,15 @@ std::string scenario_fingerprint(const Scenario& s) {
   return fnv1a_hex(j.dump());
 }
 
-std::string run_fingerprint(const Scenario& s, const LearnerSpec& learner, uint64_t seed) {
-  const nlohmann::json j = {scenario_fingerprint(s), learner.config.name, options_json(learner.config.values), seed};
+std::string run_fingerprint(const std::string& scenario_print, const LearnerSpec& learner, uint64_t seed) {
+  const nlohmann::json j = {scenario_print, learner.config.name, options_json(learner.config.values), seed};
   return fnv1a_hex(j.dump());
 }
 
-std::string summary_fingerprint(const Scenario& s, const std::vector<uint64_t>& seeds) {
+std::string summary_fingerprint(const std::string& scenario_print, const Scenario& s, const std::vector<uint64_t>& seeds) {
   nlohmann::json learners = nlohmann::json::array();
   for (const LearnerSpec& l : s.learners) learners.push_back({l.config.name, options_json(l.config.values)});
-  const nlohmann::json j = {scenario_fingerprint(s), learners, s.baselines, seeds};
+  const nlohmann::json j = {scenario_print, learners, s.baselines, seeds};
   return fnv1a_hex(j.dump());
 }
 

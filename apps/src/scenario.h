@@ -78,8 +78,9 @@ Scenario read_scenario(const std::filesystem::path& path);
 // batch and verify settings — not its name, description, paper figures, output or checkpoint
 // interval. A run's adds a learner's name, its options as set and the seed; a summary's, the
 // learners, baselines and seeds.
+// The run and summary fingerprints take the scenario's, which reads its files, computed once.
 std::string scenario_fingerprint(const Scenario& s);
-std::string run_fingerprint(const Scenario& s, const LearnerSpec& learner, uint64_t seed);
-std::string summary_fingerprint(const Scenario& s, const std::vector<uint64_t>& seeds);
+std::string run_fingerprint(const std::string& scenario_print, const LearnerSpec& learner, uint64_t seed);
+std::string summary_fingerprint(const std::string& scenario_print, const Scenario& s, const std::vector<uint64_t>& seeds);
 
 }  // namespace placelab::cli

@@ -297,19 +297,6 @@ Op read_op(const Reader& r, const json& v, const std::string& p) {
   return op;
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw InputError(path.string() + ": cannot read: " + std::generic_category().message(errno));
-  std::string text;
-  char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  bool failed = std::ferror(f) != 0;
-  int err = errno;
-  std::fclose(f);
-  if (failed) throw InputError(path.string() + ": cannot read: " + std::generic_category().message(err));
-  return text;
-}
 
 // A JSON string literal for a name in a written file; Error naming `what` when not UTF-8.
 std::string literal(const std::string& s, const std::string& what) {
@@ -531,6 +518,20 @@ void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placem
   }
   s += graph.num_ops() ? "\n  }\n}\n" : "}\n}\n";
   out << s;
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw InputError(path.string() + ": cannot read: " + std::generic_category().message(errno));
+  std::string text;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  bool failed = std::ferror(f) != 0;
+  int err = errno;
+  std::fclose(f);
+  if (failed) throw InputError(path.string() + ": cannot read: " + std::generic_category().message(err));
+  return text;
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view text) {

@@ -58,6 +58,10 @@ Placement read_placement_json(const std::filesystem::path& path, const OpGraph& 
 void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placement,
                           std::span<const std::string> device_names, std::ostream& out);
 
+// The whole of a file, bytes as they are. InputError naming the path and the system's reason when
+// it cannot be read.
+std::string read_text_file(const std::filesystem::path& path);
+
 // Writes `text` to `path` atomically: a temporary file in the same folder is written, flushed to
 // disk and renamed over `path`, so that readers and crashes see the old file or the new one,
 // never a half-written one. On failure the temporary file is removed, `path` is left as it was,
