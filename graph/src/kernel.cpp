@@ -1,10 +1,10 @@
 #include "placelab/graph/kernel.h"
 
 #include <algorithm>
-#include <charconv>
 #include <functional>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 
 namespace placelab {
 namespace {
@@ -125,11 +125,9 @@ std::optional<KernelSignature> parse_kernel_signature(std::string_view text) {
     body = comma == std::string_view::npos ? std::string_view{} : body.substr(comma + 1);
     auto eq = item.find('=');
     if (eq == std::string_view::npos || i >= fields.size() || item.substr(0, eq) != fields[i]) return std::nullopt;
-    std::string_view num = item.substr(eq + 1);
-    int64_t value = 0;
-    auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
-    if (ec != std::errc{} || ptr != num.data() + num.size()) return std::nullopt;
-    sig.dims[i++] = value;
+    const std::optional<int64_t> value = parse_number<int64_t>(item.substr(eq + 1));
+    if (!value) return std::nullopt;
+    sig.dims[i++] = *value;
   }
   if (i != fields.size()) return std::nullopt;
   return sig;

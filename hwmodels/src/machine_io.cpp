@@ -1,7 +1,6 @@
 #include "placelab/hwmodels/machine_io.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -12,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 #include "presets.h"
 
 namespace placelab {
@@ -63,24 +63,17 @@ Range quantity_range(Quantity q) {
   return {0, 0, ""};
 }
 
-// Parses all of `text` as a decimal floating-point number.
-std::optional<double> parse_double(std::string_view text) {
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return v;
-}
 
 // "<number>" or "<number>[spaces]<unit>" with a unit of quantity q; nullopt when malformed.
 std::optional<double> parse_quantity(std::string_view text, Quantity q) {
-  if (auto plain = parse_double(text)) return plain;
+  if (auto plain = parse_number<double>(text)) return plain;
   std::size_t end = text.find_last_of("0123456789.");
   if (end == std::string_view::npos) return std::nullopt;
   std::string_view number = text.substr(0, end + 1);
   std::string_view unit = text.substr(end + 1);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   if (unit.empty()) return std::nullopt;
-  auto value = parse_double(number);
+  auto value = parse_number<double>(number);
   if (!value) return std::nullopt;
   auto lookup = [&](std::span<const Unit> units, std::string_view suffix) -> std::optional<double> {
     for (const Unit& u : units)
@@ -292,13 +285,11 @@ class MachineReader {
            "must be < 2^62 bytes");
     d.memory_bytes = std::llround(bytes);
     const YAML::Node streams = node["streams"];
-    int streams_value = 0;
     const std::string text = streams.IsScalar() ? streams.Scalar() : describe_node(streams);
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), streams_value);
-    if (!streams.IsScalar() || ec != std::errc() || ptr != text.data() + text.size() || streams_value < 1 ||
-        streams_value > 256)
+    const std::optional<int> streams_value = parse_number<int>(text);
+    if (!streams.IsScalar() || !streams_value || *streams_value < 1 || *streams_value > 256)
       fail(field_line(path, "streams"), path + ".streams", text, "must be an integer in 1..256");
-    d.streams = streams_value;
+    d.streams = *streams_value;
     d.launch_overhead_s = read_quantity(node, path, "launch_overhead_s", Quantity::kSeconds, true);
     if (const YAML::Node ce = node["copy_engine"]) {
       const std::string v = ce.IsScalar() ? ce.Scalar() : describe_node(ce);

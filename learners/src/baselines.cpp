@@ -1,7 +1,6 @@
 #include "placelab/learners/baselines.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -12,6 +11,7 @@
 
 #include "partition.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/learners/grouping.h"
 #include "registry_entries.h"
 
@@ -420,11 +420,9 @@ namespace {
 int library_seed(uint64_t seed) { return static_cast<int>(seed % 1000000); }
 
 uint64_t parse_seed(const std::string& text) {
-  uint64_t seed = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
-    throw InputError("random.seed = " + text + ": must be a non-negative integer");
-  return seed;
+  const std::optional<uint64_t> seed = parse_number<uint64_t>(text);
+  if (!seed) throw InputError("random.seed = " + text + ": must be a non-negative integer");
+  return *seed;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "placelab/models/zoo.h"
 
-#include <charconv>
 #include <functional>
 
 #include "generators.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 
 namespace placelab::models {
 namespace {
@@ -127,9 +127,7 @@ std::string join_keys(const std::vector<std::string>& keys) {
 int64_t detail::GenOptions::integer(const std::string& key) const {
   auto it = values.find(key);
   PLACELAB_CHECK(it != values.end()) << "generator reads unknown option " << key;
-  int64_t v = 0;
-  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  return v;
+  return parse_number<int64_t>(it->second).value_or(0);
 }
 const std::string& detail::GenOptions::text(const std::string& key) const {
   auto it = values.find(key);
@@ -206,9 +204,8 @@ Model make_model(const ModelSpec& spec) {
     if (!opt) throw InputError("model '" + spec.to_string() + "': unknown option '" + key + "'; " + spec.name +
                                " takes " + join_keys(keys));
     if (opt->choices.empty()) {
-      int64_t v = 0;
-      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc{} || ptr != value.data() + value.size() || v <= 0 || v > (int64_t{1} << 31))
+      const std::optional<int64_t> v = parse_number<int64_t>(value);
+      if (!v || *v <= 0 || *v > (int64_t{1} << 31))
         throw InputError(where + ": must be a positive integer");
     } else if (std::find(opt->choices.begin(), opt->choices.end(), value) == opt->choices.end()) {
       throw InputError(where + ": must be one of " + join_keys(opt->choices));

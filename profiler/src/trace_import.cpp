@@ -1,7 +1,6 @@
 #include "placelab/profiler/trace_import.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -19,6 +18,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/json_locator.h"
+#include "placelab/graph/numbers.h"
 #include "measure_util.h"
 
 namespace placelab {
@@ -91,21 +91,13 @@ int64_t product(const std::vector<int64_t>& dims) {
   return p;
 }
 
-// A decimal integer that fits int64_t, else nullopt (std::stoll threw on a 20-digit step number).
-std::optional<int64_t> int64_of(std::string_view text) {
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return v;
-}
-
 // "[1, 2]" or "2" → the integers in it; one too large for int64_t is left out.
 std::vector<int64_t> ints_in(std::string_view text) {
   std::vector<int64_t> out;
   std::string cur;
   const auto flush = [&] {
     if (!cur.empty() && cur != "-")
-      if (auto v = int64_of(cur)) out.push_back(*v);
+      if (auto v = parse_number<int64_t>(cur)) out.push_back(*v);
     cur.clear();
   };
   for (char c : text) {
@@ -400,7 +392,7 @@ TfProcess classify_tf_process(const std::string& name) {
   static const std::regex dev_re(R"((?:device:|/)(GPU|CPU|gpu|cpu):(\d+))");
   std::smatch m;
   if (!std::regex_search(name, m, dev_re)) return p;
-  const auto device = int64_of(m[2].str());
+  const auto device = parse_number<int64_t>(m[2].str());
   if (!device) return p;  // a device number beyond int64_t: not a device this importer knows
   p.gpu = m[1] == "GPU" || m[1] == "gpu";
   p.device = *device;
