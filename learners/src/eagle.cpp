@@ -41,7 +41,6 @@ void EagleOptions::validate(const std::string& o) const {
   require(ce_steps >= 1 && ce_steps <= 100, o, "ce_steps", std::to_string(ce_steps), "must be in [1, 100]");
 }
 
-
 EagleLearner::EagleLearner(SearchSpace space, const PlacementProblem& units, EagleOptions options, uint64_t seed,
                            std::string name)
     // `space` and `options` are read by several arguments here (in unspecified order): none moves them.
@@ -51,7 +50,7 @@ EagleLearner::EagleLearner(SearchSpace space, const PlacementProblem& units, Eag
                      {options.adam_beta1, options.adam_beta2, options.adam_epsilon}, name, seed),
       name_(std::move(name)),
       options_(std::move(options)),
-      groups_(units, options_.grouper(static_cast<std::size_t>(options_.groups)), options_.order == "topological", rng_) {
+      groups_(units, options_.grouper(decoded_groups()), options_.order == "topological", rng_) {
   add_trainable(groups_.grouper().params());
 }
 

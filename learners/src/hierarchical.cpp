@@ -25,7 +25,6 @@ std::size_t HierarchicalOptions::group_count(std::size_t devices) const {
   return groups > 0 ? static_cast<std::size_t>(groups) : std::min<std::size_t>(256, 20 * devices);
 }
 
-
 HierarchicalLearner::HierarchicalLearner(SearchSpace space, const PlacementProblem& units, HierarchicalOptions options,
                                          uint64_t seed)
     // `space` is read by several arguments here (whose order is unspecified): none moves it.
