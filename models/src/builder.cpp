@@ -14,6 +14,7 @@ constexpr int64_t kFloatBytes = 4;
 
 std::string_view kGranularityNames[] = {"op", "layer"};
 std::string_view kOptimizerNames[] = {"sgd", "momentum", "rmsprop", "adam", "adamw"};
+std::string_view kFrameworkNames[] = {"tensorflow", "pytorch"};
 
 // numpy broadcasting of two shapes; empty optional when they are incompatible.
 std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
@@ -40,6 +41,12 @@ std::string_view optimizer_name(Optimizer o) { return kOptimizerNames[static_cas
 std::optional<Optimizer> optimizer_from_name(std::string_view name) {
   for (int i = 0; i < 5; ++i)
     if (kOptimizerNames[i] == name) return static_cast<Optimizer>(i);
+  return std::nullopt;
+}
+std::string_view framework_name(Framework f) { return kFrameworkNames[static_cast<int>(f)]; }
+std::optional<Framework> framework_from_name(std::string_view name) {
+  for (int i = 0; i < 2; ++i)
+    if (kFrameworkNames[i] == name) return static_cast<Framework>(i);
   return std::nullopt;
 }
 int optimizer_slots(Optimizer o) {
@@ -680,8 +687,11 @@ Value TrainingGraphBuilder::Impl::batch_norm(Value x, bool with_scale) {
                                    b.give(g, 1, gs[2]);
                                    if (has_gamma) b.give(g, 2, gs[1]);
                                  });
-  moving_average(values[mm.id].var, outs[1]);
-  moving_average(values[mv.id].var, outs[2]);
+  // PyTorch's batch-norm kernel updates the running statistics itself; TF adds the ops.
+  if (options.framework == Framework::kTensorFlow) {
+    moving_average(values[mm.id].var, outs[1]);
+    moving_average(values[mv.id].var, outs[2]);
+  }
   return outs[0];
 }
 
@@ -901,6 +911,13 @@ OpGraph TrainingGraphBuilder::Impl::to_layer_graph() const {
 
 // --- public API -------------------------------------------------------------------------------
 TrainingGraphBuilder::TrainingGraphBuilder(BuilderOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.framework == Framework::kPyTorch) {
+    PLACELAB_CHECK(options.batch_norm == BatchNormStyle::kFused && !options.shape_ops &&
+                   !options.variable_moving_averages && !options.clip_gradients && !options.global_step &&
+                   !options.exponential_decay_learning_rate && !options.loss_moving_averages &&
+                   options.optimizer != Optimizer::kAdamWeightDecay && !options.colocate_gradients_with_ops)
+        << "the PyTorch form has fused batch norm and none of TensorFlow's bookkeeping ops";
+  }
   impl_->options = options;
 }
 TrainingGraphBuilder::~TrainingGraphBuilder() = default;
@@ -956,7 +973,13 @@ Value TrainingGraphBuilder::non_trainable_variable(std::string_view name, const 
 }
 
 Value TrainingGraphBuilder::conv2d(Value x, Value w, int64_t stride, int64_t pad_h, int64_t pad_w) {
+  return conv2d_bias(x, w, Value{}, stride, pad_h, pad_w);
+}
+
+Value TrainingGraphBuilder::conv2d_bias(Value x, Value w, Value bias, int64_t stride, int64_t pad_h, int64_t pad_w) {
   Impl& b = *impl_;
+  if (bias.valid() && b.options.framework == Framework::kTensorFlow)
+    return bias_add(conv2d(x, w, stride, pad_h, pad_w), bias);
   const Shape xs = b.shp(x), ws = b.shp(w);
   PLACELAB_CHECK(xs.size() == 4 && ws.size() == 4 && xs[3] == ws[2])
       << "conv2d of " << shape_text(xs) << " with filter " << shape_text(ws);
@@ -968,7 +991,14 @@ Value TrainingGraphBuilder::conv2d(Value x, Value w, int64_t stride, int64_t pad
   bool sym = pad_h == pad_w;
   int64_t sh = sym ? h : h + 2 * pad_h, sw = sym ? wd : wd + 2 * pad_w, sp = sym ? pad_h : 0;
   auto sig = [=](KernelClass cls) { return KernelSignature::conv2d(cls, n, c, sh, sw, k, r, s, stride, sp); };
-  return b.emit1("Conv2D", sig(KernelClass::kConv2D), {x, w}, {n, ho, wo, k}, [sig](Impl& bb, Impl::GradCtx& g) {
+  // PyTorch: cudnn_convolution adds the bias inside aten::conv2d; its gradient is a sum over N, H, W.
+  std::vector<Value> inputs{x, w};
+  if (bias.valid()) {
+    PLACELAB_CHECK(b.shp(bias) == Shape{k}) << "conv bias " << shape_text(b.shp(bias)) << " for " << k << " filters";
+    inputs.push_back(bias);
+  }
+  const int64_t out_elems = n * ho * wo * k;
+  return b.emit1("Conv2D", sig(KernelClass::kConv2D), inputs, {n, ho, wo, k}, [sig, out_elems, k](Impl& bb, Impl::GradCtx& g) {
     // TF 1.x passes the input and filter sizes as Shape ops (shape_ops).
     if (bb.needs(g, 0)) {
       std::vector<Value> in{bb.in(g, 1), bb.dy(g)};
@@ -980,6 +1010,8 @@ Value TrainingGraphBuilder::conv2d(Value x, Value w, int64_t stride, int64_t pad
       if (bb.options.shape_ops) in.push_back(bb.shape_of(bb.in(g, 1)));
       bb.give(g, 1, bb.emit1("Conv2DBackpropFilter", sig(KernelClass::kConv2DBackpropFilter), in, bb.shp(bb.in(g, 1))));
     }
+    if (bb.nodes[g.node].inputs.size() > 2)
+      bb.give(g, 2, bb.emit1("Sum", KernelSignature::reduction(out_elems, k), {bb.dy(g)}, Shape{k}));
   });
 }
 
@@ -1018,6 +1050,22 @@ Value TrainingGraphBuilder::matmul(Value a, Value bv, bool transpose_b) {
                                                         : KernelSignature::gemm(k, n, m, batch),
                                             {bb.in(g, 0), bb.dy(g)}, bb.shp(bb.in(g, 1))));
                  });
+}
+
+Value TrainingGraphBuilder::dense(Value x, Value w, Value bias) {
+  Impl& b = *impl_;
+  if (b.options.framework == Framework::kTensorFlow) return bias_add(matmul(x, w), bias);
+  const Shape sx = b.shp(x), sw = b.shp(w);
+  PLACELAB_CHECK(sx.size() == 2 && sw.size() == 2 && sx[1] == sw[0] && b.shp(bias) == Shape{sw[1]})
+      << "dense of " << shape_text(sx) << ", " << shape_text(sw) << ", " << shape_text(b.shp(bias));
+  const int64_t m = sx[0], k = sx[1], n = sw[1];
+  // aten::addmm(bias, x, w): one GEMM that starts from the broadcast bias.
+  return b.emit1("MatMul", KernelSignature::gemm(m, n, k), {x, w, bias}, Shape{m, n}, [m, n, k](Impl& bb, Impl::GradCtx& g) {
+    if (bb.needs(g, 0))
+      bb.give(g, 0, bb.emit1("MatMul", KernelSignature::gemm(m, k, n), {bb.dy(g), bb.in(g, 1)}, Shape{m, k}));
+    bb.give(g, 1, bb.emit1("MatMul", KernelSignature::gemm(k, n, m), {bb.in(g, 0), bb.dy(g)}, Shape{k, n}));
+    bb.give(g, 2, bb.emit1("Sum", KernelSignature::reduction(m * n, n), {bb.dy(g)}, Shape{n}));
+  });
 }
 
 Value TrainingGraphBuilder::bias_add(Value x, Value bias) {
@@ -1261,6 +1309,15 @@ Value TrainingGraphBuilder::softmax_cross_entropy(Value logits, Value labels) {
   PLACELAB_CHECK(ls.size() == 2 && b.shp(labels) == Shape{ls[0]})
       << "cross-entropy of logits " << shape_text(ls) << " and labels " << shape_text(b.shp(labels));
   int64_t n = ls[0], c = ls[1];
+  if (b.options.framework == Framework::kPyTorch) {
+    // F.cross_entropy: log_softmax, then nll_loss with the mean over the batch.
+    Value logp = b.emit1("LogSoftmax", KernelSignature::softmax(n, c), {logits}, ls, [n, c](Impl& bb, Impl::GradCtx& g) {
+      bb.give(g, 0, bb.emit1("LogSoftmaxGrad", Impl::ew(n * c, 2), {bb.dy(g), bb.out(g)}, Shape{n, c}));
+    });
+    return b.emit1("NllLoss", KernelSignature::reduction(n, 1), {logp, labels}, Shape{}, [n, c](Impl& bb, Impl::GradCtx& g) {
+      bb.give(g, 0, bb.emit1("NllLossGrad", Impl::ew(n * c, 1), {bb.dy(g), bb.in(g, 1)}, Shape{n, c}));
+    });
+  }
   std::vector<Value> outs =
       b.emit("SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
              KernelSignature::softmax(n, c), {logits, labels}, {Shape{n}, ls}, [n, c](Impl& bb, Impl::GradCtx& g) {
@@ -1318,6 +1375,8 @@ void TrainingGraphBuilder::add_weight_decay(Value variable_read, double /*decay*
   const Impl::ValueRec& v = b.val(variable_read);
   PLACELAB_CHECK(v.var >= 0 && b.vars[static_cast<std::size_t>(v.var)].trainable) << "weight decay needs a trainable variable";
   PLACELAB_CHECK(b.loss == UINT32_MAX) << "add_weight_decay after minimize()";
+  // torch.optim applies weight decay inside the update kernel: no loss terms.
+  if (b.options.framework == Framework::kPyTorch) return;
   b.regularized.push_back(variable_read.id);
 }
 
@@ -1325,6 +1384,13 @@ Value TrainingGraphBuilder::dropout(Value x, double /*rate*/) {
   Impl& b = *impl_;
   const Shape s = b.shp(x);
   int64_t e = b.elems(x);
+  if (b.options.framework == Framework::kPyTorch) {
+    // aten::native_dropout: one fused kernel writes the output and the mask; its backward one
+    // multiply (native_dropout_backward).
+    return b.emit1("Dropout", Impl::ew(e, 1), {x}, s, [e](Impl& bb, Impl::GradCtx& g) {
+      bb.give(g, 0, bb.emit1("DropoutGrad", Impl::ew(e, 2), {bb.dy(g)}, bb.shp(bb.dy(g))));
+    });
+  }
   auto s1 = scope("dropout");
   Value u = b.emit1("RandomUniform", Impl::ew(e, 1), {}, s);
   Value keep = b.emit1("add", Impl::ew(e, 1), {u}, s);

@@ -227,15 +227,60 @@ void build_resnet(TrainingGraphBuilder& b, const GenOptions& o, int depth) {
       auto l = b.layer("layer" + std::to_string(stage + 1) + "/block" + std::to_string(j), layer++);
       // v1.5: the stride sits on the 3x3 convolution.
       const int64_t stride = (j == 0 && stage > 0) ? 2 : 1;
+      // The TF graph builds the shortcut first; torchvision's Bottleneck.forward runs it after
+      // conv3, and the PyTorch form keeps the order it launches kernels in.
+      const bool pytorch = b.options().framework == Framework::kPyTorch;
       Value shortcut = x;
-      if (j == 0) shortcut = conv_bn(b, x, "downsample", 4 * width, 1, 1, stride, 0, 0, false);
+      if (j == 0 && !pytorch) shortcut = conv_bn(b, x, "downsample", 4 * width, 1, 1, stride, 0, 0, false);
       Value y = conv_bn(b, x, "conv1", width, 1, 1, 1, 0, 0);
       y = conv_bn(b, y, "conv2", width, 3, 3, stride, 1, 1);
       y = conv_bn(b, y, "conv3", 4 * width, 1, 1, 1, 0, 0, false);
+      if (j == 0 && pytorch) shortcut = conv_bn(b, x, "downsample", 4 * width, 1, 1, stride, 0, 0, false);
       x = b.relu(b.add(y, shortcut));
     }
   }
   b.minimize(classifier(b, x, in[1], 1000, layer, false));
+}
+
+void build_alexnet(TrainingGraphBuilder& b, const GenOptions& o) {
+  // torchvision.models.alexnet: five convolutions with biases (11x11/4, 5x5, 3x3 ×3), three 3x3/2
+  // max pools, a 6x6 adaptive average pool (an identity at 224 px, as torchvision still runs it),
+  // two dropout + linear + ReLU layers and the 1000-way classifier.
+  const int64_t n = o.integer("batch"), side = o.integer("image");
+  auto in = b.input_pipeline({{n, side, side, 3}, {n}});
+  Value x = in[0];
+  int32_t layer = 0;
+  struct Conv {
+    int64_t filters, kernel, stride, pad;
+    bool pool;
+  };
+  const Conv convs[] = {{64, 11, 4, 2, true}, {192, 5, 1, 2, true}, {384, 3, 1, 1, false}, {256, 3, 1, 1, false},
+                        {256, 3, 1, 1, true}};
+  for (std::size_t i = 0; i < std::size(convs); ++i) {
+    const Conv& c = convs[i];
+    auto l = b.layer("features/conv" + std::to_string(i + 1), layer++);
+    Value w = b.variable("weights", {c.kernel, c.kernel, b.shape(x)[3], c.filters});
+    x = b.relu(b.conv2d_bias(x, w, b.variable("biases", {c.filters}), c.stride, c.pad, c.pad));
+    if (c.pool) x = b.max_pool(x, 3, 2, 0);
+  }
+  if (b.shape(x)[1] < 6) throw InputError("model 'alexnet': image = " + std::to_string(side) + ": must be >= 63 pixels");
+  {
+    auto l = b.layer("avgpool", layer++);
+    const Shape s = b.shape(x);
+    // AdaptiveAvgPool2d((6, 6)) of a 6x6 map (224 px) is a 1x1 window; of a larger one, windows
+    // of side/6 (exact when side is a multiple of 6, as PyTorch's kernel then computes it).
+    const int64_t k = s[1] / 6;
+    x = b.avg_pool(x, k, k, 0);
+    x = b.reshape(x, {n, num_elements(b.shape(x)) / n});
+  }
+  for (int i = 1; i <= 2; ++i) {
+    auto l = b.layer("classifier/fc" + std::to_string(i), layer++);
+    x = b.dropout(x, 0.5);
+    x = b.relu(b.dense(x, b.variable("weights", {b.shape(x)[1], 4096}), b.variable("biases", {4096})));
+  }
+  auto l = b.layer("classifier/logits", layer++);
+  Value logits = b.dense(x, b.variable("weights", {4096, 1000}), b.variable("biases", {1000}));
+  b.minimize(b.softmax_cross_entropy(logits, in[1]));
 }
 
 namespace {

@@ -18,6 +18,7 @@ struct GenOptions {
 
 void build_cifar10_cnn(TrainingGraphBuilder& b, const GenOptions& o);
 void build_resnet(TrainingGraphBuilder& b, const GenOptions& o, int depth);
+void build_alexnet(TrainingGraphBuilder& b, const GenOptions& o);
 void build_inception_v3(TrainingGraphBuilder& b, const GenOptions& o);
 void build_rnnlm(TrainingGraphBuilder& b, const GenOptions& o);
 void build_nmt(TrainingGraphBuilder& b, const GenOptions& o);

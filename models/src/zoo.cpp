@@ -31,6 +31,13 @@ ModelOption batch_norm(std::string def) {
   return {"batch_norm", std::move(def), "fused: FusedBatchNorm ops; decomposed: moments + elementwise ops (TF 1.0 slim)",
           {"fused", "decomposed"}};
 }
+// The framework whose training program the graph is (docs/models.md, "TensorFlow and PyTorch forms").
+ModelOption framework() {
+  return {"framework", "tensorflow",
+          "tensorflow: the TF-1 graph the papers ran; pytorch: the ops a PyTorch training step launches (fused batch "
+          "norm, addmm, log_softmax + nll_loss, no shape/bookkeeping ops), for comparison with PyTorch profiler traces",
+          {"tensorflow", "pytorch"}};
+}
 ModelOption integer(std::string key, int64_t def, std::string description) {
   return {std::move(key), std::to_string(def), std::move(description), {}};
 }
@@ -54,16 +61,24 @@ const std::vector<Entry>& entries() {
                     "ResNet-" + std::to_string(depth) +
                         " v1.5 (torchvision layout) on 224x224 ImageNet images (Post: batch 32)",
                     {batch(32, "Post"), optimizer("momentum"), granularity_option(), shape_ops(), batch_norm("fused"),
-                     integer("image", 224, "side of the input images, pixels")},
+                     integer("image", 224, "side of the input images, pixels"), framework()},
                     ExpertStrategy::kSingleGpu},
                    [depth](TrainingGraphBuilder& b, const GenOptions& o) { detail::build_resnet(b, o, depth); }});
     }
+    e.push_back({{"alexnet",
+                  "AlexNet (torchvision layout: 5 convolutions with biases, 3 max pools, dropout, 3 linear layers) on "
+                  "224x224 images",
+                  {batch(128, "Krizhevsky et al. 2012"), optimizer("momentum"), granularity_option(),
+                   shape_ops(), integer("image", 224, "side of the input images, pixels"), framework()},
+                  ExpertStrategy::kSingleGpu},
+                 detail::build_alexnet});
     e.push_back({{"inception_v3",
                   "Inception-V3 (torchvision layout) on 299x299 images, as tensorflow/models/inception trained it "
                   "(RMSProp, weight decay, moving averages; Mirhoseini 2017 and Post: batch 32)",
                   {batch(32, "Mirhoseini 2017, Post; EAGLE used 1"), optimizer("rmsprop"), granularity_option(), shape_ops(),
                    batch_norm("decomposed"),
-                   {"aux_logits", "true", "the auxiliary classifier on Mixed_6e, loss weight 0.4", {"true", "false"}}},
+                   {"aux_logits", "true", "the auxiliary classifier on Mixed_6e, loss weight 0.4", {"true", "false"}},
+                   framework()},
                   ExpertStrategy::kSingleGpu},
                  detail::build_inception_v3});
     e.push_back({{"rnnlm",
@@ -213,13 +228,27 @@ Model make_model(const ModelSpec& spec) {
     o.values[key] = value;
   }
   BuilderOptions bo;
+  if (auto it = o.values.find("framework"); it != o.values.end()) bo.framework = *framework_from_name(it->second);
+  const bool pytorch = bo.framework == Framework::kPyTorch;
+  if (pytorch) {
+    // The PyTorch form has no TF bookkeeping; an explicit request for it is a contradiction.
+    for (const char* key : {"shape_ops", "batch_norm"}) {
+      if (!o.values.count(key)) continue;
+      auto given = spec.options.find(key);
+      const char* pytorch_value = std::string_view(key) == "shape_ops" ? "false" : "fused";
+      if (given != spec.options.end() && given->second != pytorch_value)
+        throw InputError("model '" + spec.to_string() + "': " + key + " = " + given->second + ": framework=pytorch has " +
+                         key + "=" + pytorch_value);
+      o.values[key] = pytorch_value;
+    }
+  }
   bo.granularity = *granularity_from_name(o.text("granularity"));
   bo.optimizer = *optimizer_from_name(o.text("optimizer"));
   if (auto it = o.values.find("batch_norm"); it != o.values.end())
     bo.batch_norm = it->second == "fused" ? BatchNormStyle::kFused : BatchNormStyle::kDecomposed;
   // The TF 1.x training scripts these graphs reproduce: tensorflow/models/inception and the
   // CIFAR-10 tutorial keep moving averages of all variables.
-  bo.variable_moving_averages = spec.name == "inception_v3" || spec.name == "cifar10_cnn";
+  bo.variable_moving_averages = !pytorch && (spec.name == "inception_v3" || spec.name == "cifar10_cnn");
   // The seq2seq, language-model and BERT scripts clip gradients by their global norm.
   bo.clip_gradients = spec.name == "rnnlm" || spec.name == "nmt" || spec.name == "gnmt" || spec.name == "bert_base";
   bo.shape_ops = o.text("shape_ops") == "true";

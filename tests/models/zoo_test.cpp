@@ -48,7 +48,7 @@ TEST(ModelSpec, ParsesNameAndOptions) {
 }
 
 TEST(ModelZoo, InputErrorsNameTheValidChoices) {
-  EXPECT_NE(error_of("alexnet").find("resnet50"), std::string::npos) << error_of("alexnet");
+  EXPECT_NE(error_of("vgg16").find("resnet50"), std::string::npos) << error_of("vgg16");
   std::string unknown_key = error_of("nmt:depth=4");
   EXPECT_NE(unknown_key.find("unknown option 'depth'"), std::string::npos) << unknown_key;
   EXPECT_NE(unknown_key.find("layers"), std::string::npos) << unknown_key;
@@ -67,8 +67,8 @@ TEST(ModelZoo, RegistryListsEveryModelWithDefaults) {
     for (const ModelOption& o : m.options) has_batch |= o.key == "batch";
     EXPECT_TRUE(has_batch) << m.name;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"cifar10_cnn", "resnet50", "resnet101", "resnet200", "inception_v3", "rnnlm",
-                                          "nmt", "gnmt", "bert_base"}));
+  EXPECT_EQ(names, (std::set<std::string>{"cifar10_cnn", "resnet50", "resnet101", "resnet200", "alexnet", "inception_v3",
+                                          "rnnlm", "nmt", "gnmt", "bert_base"}));
   EXPECT_EQ(make("nmt").spec.options.at("batch"), "64");
   EXPECT_EQ(make("gnmt").spec.options.at("batch"), "256");
   EXPECT_EQ(make("bert_base").spec.options.at("seq"), "384");
@@ -87,6 +87,67 @@ TEST(ModelZoo, ParameterCountsEqualThePublishedOnes) {
   // run_squad.py) trains the encoder without the pooler plus the 768·2 + 2 = 1,538 span head:
   // 109,482,240 − 590,592 + 1,538 = 108,893,186.
   EXPECT_EQ(make("bert_base").stats.parameters, 108'893'186);
+  // torchvision alexnet: 61,100,840 (sum of p.numel()); the same in both framework forms.
+  EXPECT_EQ(make("alexnet").stats.parameters, 61'100'840);
+  EXPECT_EQ(make("alexnet:framework=pytorch").stats.parameters, 61'100'840);
+  EXPECT_EQ(make("resnet50:framework=pytorch").stats.parameters, 25'557'032);
+}
+
+std::map<std::pair<std::string, Phase>, int> type_counts(const OpGraph& g) {
+  std::map<std::pair<std::string, Phase>, int> n;
+  for (OpId v = 0; v < g.num_ops(); ++v) ++n[{g.op(v).type, g.op(v).phase}];
+  return n;
+}
+
+// The PyTorch form is the program a torchvision training step launches: per ResNet-50 step a
+// PyTorch profiler trace (V100, batch 32) shows 53 aten::conv2d, 53 cudnn_batch_norm, 49 relu_,
+// one addmm and, in backward, 53 convolution_backward (52 with an input gradient), two mm.
+TEST(ModelZoo, PyTorchFormHasTheOpsPyTorchLaunches) {
+  const Model m = make("resnet50:framework=pytorch");
+  auto n = type_counts(m.graph);
+  EXPECT_EQ((n[{"Conv2D", Phase::kForward}]), 53);
+  EXPECT_EQ((n[{"FusedBatchNorm", Phase::kForward}]), 53);
+  EXPECT_EQ((n[{"Relu", Phase::kForward}]), 49);
+  EXPECT_EQ((n[{"MatMul", Phase::kForward}]), 1);  // addmm, bias folded in
+  EXPECT_EQ((n[{"BiasAdd", Phase::kForward}]), 0);
+  EXPECT_EQ((n[{"LogSoftmax", Phase::kForward}]), 1);
+  EXPECT_EQ((n[{"NllLoss", Phase::kForward}]), 1);
+  EXPECT_EQ((n[{"Conv2DBackpropInput", Phase::kBackward}]), 52);
+  EXPECT_EQ((n[{"Conv2DBackpropFilter", Phase::kBackward}]), 53);
+  EXPECT_EQ((n[{"MatMul", Phase::kBackward}]), 2);
+  EXPECT_EQ((n[{"ApplyMomentum", Phase::kUpdate}]), 161);
+  for (const char* tf_only : {"Shape", "BroadcastGradientArgs", "AssignSub", "Sub", "SparseSoftmaxCrossEntropyWithLogits"})
+    for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kUpdate}) EXPECT_EQ((n[{tf_only, p}]), 0) << tf_only;
+  // torchvision's Bottleneck runs the downsample convolution after conv3; op ids follow launch order.
+  auto id_of = [&](std::string_view name) {
+    for (OpId v = 0; v < m.graph.num_ops(); ++v)
+      if (m.graph.op(v).name == name) return v;
+    ADD_FAILURE() << "no op " << name;
+    return OpId{0};
+  };
+  EXPECT_LT(id_of("layer1/block0/conv3/Conv2D"), id_of("layer1/block0/downsample/Conv2D"));
+  const Model tf = make("resnet50");
+  EXPECT_EQ(tf.spec.options.at("framework"), "tensorflow");
+  EXPECT_GT((type_counts(tf.graph)[{"AssignSub", Phase::kUpdate}]), 0);  // TF's moving averages of the statistics
+
+  // AlexNet: the bias is inside aten::conv2d and aten::addmm; dropout one fused kernel.
+  auto a = type_counts(make("alexnet:framework=pytorch").graph);
+  EXPECT_EQ((a[{"Conv2D", Phase::kForward}]), 5);
+  EXPECT_EQ((a[{"MatMul", Phase::kForward}]), 3);
+  EXPECT_EQ((a[{"Dropout", Phase::kForward}]), 2);
+  EXPECT_EQ((a[{"MaxPool", Phase::kForward}]), 3);
+  EXPECT_EQ((a[{"BiasAdd", Phase::kForward}]), 0);
+  auto at = type_counts(make("alexnet").graph);
+  EXPECT_EQ((at[{"BiasAdd", Phase::kForward}]), 8);
+}
+
+TEST(ModelZoo, PyTorchFormRejectsTensorFlowOnlyOptions) {
+  EXPECT_NE(error_of("resnet50:framework=pytorch,shape_ops=true").find("framework=pytorch has shape_ops=false"),
+            std::string::npos);
+  EXPECT_NE(error_of("resnet50:framework=pytorch,batch_norm=decomposed").find("batch_norm=fused"), std::string::npos);
+  EXPECT_NE(error_of("resnet50:framework=jax").find("tensorflow, pytorch"), std::string::npos);
+  EXPECT_EQ(make("resnet50:framework=pytorch,shape_ops=false").spec.options.at("shape_ops"), "false");
+  EXPECT_EQ(make("inception_v3:framework=pytorch").spec.options.at("batch_norm"), "fused");
 }
 
 // Published forward multiply-adds per example (torchvision's model tables, "GFLOPS" = GMACs

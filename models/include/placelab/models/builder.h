@@ -37,6 +37,16 @@ enum class Optimizer : uint8_t { kSgd, kMomentum, kRmsProp, kAdam, kAdamWeightDe
 // kDecomposed: moments + batch_normalization elementwise ops and their gradients (TF 1.0 slim).
 enum class BatchNormStyle : uint8_t { kFused, kDecomposed };
 
+// Which framework's program the graph is. kTensorFlow: the TF-1 graphs the placement papers ran.
+// kPyTorch: the ops a PyTorch training step launches (docs/models.md), so that a prediction can be
+// compared with a PyTorch profiler trace op for op: no shape bookkeeping ops, a linear layer is one
+// addmm, batch norm updates its running statistics inside its kernel, the loss is log_softmax +
+// nll_loss. Op types keep the TF names (Conv2D, FusedBatchNorm, MatMul …) the trace importer maps
+// aten ops to.
+enum class Framework : uint8_t { kTensorFlow, kPyTorch };
+std::string_view framework_name(Framework f);  // "tensorflow", "pytorch"
+std::optional<Framework> framework_from_name(std::string_view name);
+
 std::string_view granularity_name(Granularity g);      // "op", "layer"
 std::optional<Granularity> granularity_from_name(std::string_view name);
 std::string_view optimizer_name(Optimizer o);          // "sgd", "momentum", "rmsprop", "adam", "adamw"
@@ -48,6 +58,9 @@ struct BuilderOptions {
   Granularity granularity = Granularity::kOp;
   Optimizer optimizer = Optimizer::kSgd;
   BatchNormStyle batch_norm = BatchNormStyle::kFused;
+  // kPyTorch requires batch_norm kFused, shape_ops false and no TF-only bookkeeping
+  // (moving averages, global step, gradient clipping); TrainingGraphBuilder checks.
+  Framework framework = Framework::kTensorFlow;
   // TF's colocate_gradients_with_ops: each gradient op gets the colocation key of the forward op
   // it differentiates (forward ops then carry their own name as key).
   bool colocate_gradients_with_ops = false;
@@ -157,11 +170,15 @@ class TrainingGraphBuilder {
   // rate, a decay) document the computation only: no op's cost depends on their value.
   // x NHWC [n,h,w,c], w [r,s,c,k]; zero padding pad_h/pad_w on both sides.
   Value conv2d(Value x, Value w, int64_t stride, int64_t pad_h, int64_t pad_w);
+  // A convolution with a bias: TF Conv2D + BiasAdd; PyTorch one Conv2D (cuDNN adds the bias).
+  Value conv2d_bias(Value x, Value w, Value bias, int64_t stride, int64_t pad_h, int64_t pad_w);
   // a [..., m, k] · b [k, n] (a 2-D b is shared across the leading dims of a, as a dense layer),
   // or batched a [B..., m, k] · b [B..., k, n]; transpose_b takes b as [..., n, k].
   Value matmul(Value a, Value b, bool transpose_b = false);
   Value bias_add(Value x, Value bias);  // bias over the last dimension
-  Value dense(Value x, Value w, Value bias) { return bias_add(matmul(x, w), bias); }
+  // TF: MatMul + BiasAdd. PyTorch: one addmm ("MatMul", bias folded in; its gradient: two
+  // MatMuls and the bias's Sum over the batch, as AddmmBackward0 runs them).
+  Value dense(Value x, Value w, Value bias);
   // Batch normalisation over all but the last axis, training mode; creates beta (and gamma when
   // `scale`), moving_mean and moving_variance in the current scope plus their moving-average
   // update ops. Style per options().batch_norm.
