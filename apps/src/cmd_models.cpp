@@ -2,12 +2,14 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "cost_sources.h"
 #include "format.h"
 #include "inputs.h"
 #include "placelab/graph/error.h"
@@ -189,7 +191,7 @@ void add_models_commands(CLI::App& app) {
   });
 
   struct InspectArgs {
-    std::string graph, model;
+    std::string graph, model, machine, device;
     bool json = false;
   };
   auto in = std::make_shared<InspectArgs>();
@@ -197,14 +199,56 @@ void add_models_commands(CLI::App& app) {
   inspect_cmd->add_option("graph", in->graph, "Graph JSON file");
   inspect_cmd->add_option("--model", in->model, "Zoo model instead of a file: name[:key=value,...]");
   inspect_cmd->add_flag("--json", in->json, "Print JSON instead of tables");
-  inspect_cmd->footer("Examples:\n  placelab inspect inception.json\n  placelab inspect --model resnet50 --json");
+  inspect_cmd->add_option("--machine", in->machine,
+                          "Also price every op on one device of this machine (preset or YAML, e.g. a calibrated "
+                          "file) and say per op type whether its time is measured, fitted or analytic");
+  inspect_cmd->add_option("--device", in->device, "With --machine: the device (default: its first GPU, else device 0)");
+  inspect_cmd->footer(
+      "Examples:\n  placelab inspect inception.json\n  placelab inspect --model resnet50 --json\n"
+      "  placelab inspect --model resnet50:framework=pytorch --machine my-v100.yaml --device gpu:0");
   inspect_cmd->callback([in] {
     GraphSource src = load_graph_source(in->graph, in->model);
+    if (!in->device.empty() && in->machine.empty()) throw InputError("--device: needs --machine");
     nlohmann::json j = inspect_json(src);
-    if (in->json)
+    std::optional<CostSourceSummary> sources;
+    std::unique_ptr<MachineSource> ms;
+    Placement on_one;
+    if (!in->machine.empty()) {
+      ms = load_machine_source(in->machine);
+      const Machine& m = ms->machine;
+      DeviceId device = 0;
+      if (!in->device.empty()) {
+        auto d = m.find_device(in->device);
+        if (!d) {
+          std::string names;
+          for (const Device& x : m.devices) names += (names.empty() ? "" : ", ") + x.name;
+          throw InputError("--device " + in->device + ": not a device of " + m.name + " (" + names + ")");
+        }
+        device = *d;
+      } else {
+        for (std::size_t d = 0; d < m.devices.size(); ++d)
+          if (m.devices[d].kind == DeviceKind::kGpu) {
+            device = static_cast<DeviceId>(d);
+            break;
+          }
+      }
+      on_one.assign(src.graph.num_ops(), device);
+      sources = summarize_cost_sources(src.graph, *ms->cost, on_one);
+      j["cost_sources"] = cost_sources_json(*sources, src.graph, m, on_one);
+      j["cost_sources"]["machine"] = m.name;
+      j["cost_sources"]["device"] = m.devices[device].name;
+      j["cost_sources"]["cost_model"] = ms->cost->describe();
+    }
+    if (in->json) {
       std::cout << j.dump(2) << "\n";
-    else
-      print_inspect(j);
+      return;
+    }
+    print_inspect(j);
+    if (sources) {
+      fmt::print("\nevery op on {} of {} ({}): where each op's time comes from\n",
+                 j["cost_sources"]["device"].get<std::string>(), ms->machine.name, ms->cost->describe());
+      print_cost_sources(*sources);
+    }
   });
 }
 

@@ -1,12 +1,14 @@
 // `placelab simulate`: one placement of one graph on one machine, simulated; a console report or
 // JSON, and optionally the Chrome trace of the step.
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "cost_sources.h"
 #include "format.h"
 #include "inputs.h"
 #include "placelab/learners/registry.h"
@@ -29,6 +31,7 @@ struct SimulateArgs {
   std::string trace;
   bool json = false;
   bool fragmentation = false;
+  bool cost_sources = false;
 };
 
 // One GPU's BFC replay, for --fragmentation (CPU memory is not TensorFlow's BFC allocator).
@@ -53,7 +56,8 @@ std::string failed_buffer_name(const BfcOutcome& o, const OpGraph& graph) {
 }
 
 nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a,
-                           const std::vector<BfcRow>& bfc) {
+                           const std::vector<BfcRow>& bfc, const CostSourceSummary* sources,
+                           const Placement& placement) {
   nlohmann::json j;
   j["graph"] = g.label;
   j["ops"] = g.graph.num_ops();
@@ -100,6 +104,7 @@ nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSour
       j["bfc"].push_back(std::move(b));
     }
   }
+  if (sources) j["cost_sources"] = cost_sources_json(*sources, g.graph, m, placement);
   return j;
 }
 
@@ -167,10 +172,17 @@ void run_simulate(const SimulateArgs& a) {
     write_chrome_trace(r, g.graph, machine, trace);
     write_file_atomically(a.trace, trace.str());
   }
-  if (a.json)
-    std::cout << result_json(r, machine, g, a, bfc).dump(2) << "\n";
-  else
+  std::optional<CostSourceSummary> sources;
+  if (a.cost_sources) sources = summarize_cost_sources(g.graph, *ms->cost, placement);
+  if (a.json) {
+    std::cout << result_json(r, machine, g, a, bfc, sources ? &*sources : nullptr, placement).dump(2) << "\n";
+  } else {
     print_report(r, machine, g, a, ms->cost->describe(), bfc);
+    if (sources) {
+      fmt::print("\nwhere each op's time comes from (every op once, on its device; launch overhead included):\n");
+      print_cost_sources(*sources);
+    }
+  }
   if (!a.trace.empty() && !a.json) fmt::print("\ntrace written to {} (open it in https://ui.perfetto.dev)\n", a.trace);
 }
 
@@ -186,6 +198,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--placement,-p", args->placement, placement_rules_help())->capture_default_str();
   cmd->add_option("--trace", args->trace, "Write the step's Chrome trace JSON here (open in Perfetto)");
   cmd->add_flag("--json", args->json, "Print the result as JSON instead of a table");
+  cmd->add_flag("--cost-sources", args->cost_sources,
+                "Per op type, how many ops and seconds were priced from exact measurements, class fits or the "
+                "analytic roofline (with --json: also per op)");
   cmd->add_flag("--fragmentation", args->fragmentation,
                 "Also replay each GPU's allocations through TensorFlow's BFC allocator: the chunk peak, and "
                 "OOM from fragmentation (docs/simulator.md)");

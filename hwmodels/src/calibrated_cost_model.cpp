@@ -6,15 +6,6 @@
 
 namespace placelab {
 
-std::string_view cost_source_name(CostSource source) {
-  switch (source) {
-    case CostSource::kMeasured: return "measured";
-    case CostSource::kClassFit: return "fit";
-    case CostSource::kAnalytic: return "analytic";
-  }
-  return "analytic";
-}
-
 CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibration& calibration,
                                          AnalyticCostModel::Options analytic)
     : CostModel(machine),

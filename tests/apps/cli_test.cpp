@@ -96,6 +96,33 @@ TEST_F(Cli, SimulateJsonIsDeterministicAndComplete) {
   EXPECT_FALSE(j.at("oom").get<bool>());
 }
 
+// --cost-sources: every op counted once, the per-type rows add up to the totals, and an uncalibrated
+// preset prices everything analytically.
+TEST_F(Cli, SimulateAndInspectSayWhereEachOpsTimeComesFrom) {
+  CliResult r = placelab("simulate -g " + quickstart_ + " -m k80x4 -p round_robin --cost-sources --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& cs = j.at("cost_sources");
+  EXPECT_EQ(cs.at("total").at("ops").get<int64_t>(), j.at("ops").get<int64_t>());
+  EXPECT_EQ(cs.at("total").at("analytic").at("ops").get<int64_t>(), j.at("ops").get<int64_t>());
+  int64_t ops = 0;
+  for (const auto& row : cs.at("by_type")) ops += row.at("ops").get<int64_t>();
+  EXPECT_EQ(ops, j.at("ops").get<int64_t>());
+  EXPECT_EQ(cs.at("ops").size(), j.at("ops").get<std::size_t>());
+  CliResult text = placelab("simulate -g " + quickstart_ + " -m k80x4 -p round_robin --cost-sources");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("where each op's time comes from"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(all)"), std::string::npos) << text.out;
+
+  CliResult i = placelab("inspect --model alexnet:framework=pytorch,batch=4 --machine dgx1 --json");
+  ASSERT_EQ(i.status, 0) << i.out;
+  auto ij = nlohmann::json::parse(i.out);
+  EXPECT_EQ(ij.at("cost_sources").at("device").get<std::string>(), "gpu:0");  // the first GPU by default
+  CliResult bad = placelab("inspect --model alexnet --machine dgx1 --device gpu:9");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("--device gpu:9: not a device of dgx1"), std::string::npos) << bad.out;
+}
+
 TEST_F(Cli, SimulateWritesAChromeTrace) {
   fs::path trace = dir_ / "step.json";
   CliResult r = placelab("simulate -g " + quickstart_ + " -m k80x2 -p round_robin --trace " + trace.string());

@@ -267,5 +267,37 @@ TEST(CalibratedCostModel, PrefersMeasuredThenFitThenAnalyticAndSaysWhich) {
   EXPECT_NE(cost.describe().find("testhost"), std::string::npos);
 }
 
+// The per-type summary behind `simulate --cost-sources`: every op once, on its own device, through
+// the model's lookup (the base class answers "analytic" for models that measure nothing).
+TEST(CalibratedCostModel, SummarizesCostSourcesByOpType) {
+  Machine m = two_cpus();
+  Calibration c = sample_calibration();
+  CalibratedCostModel cost(m, c);
+  OpGraph g;
+  g.add_op({.name = "a", .type = "MatMul", .kernel = KernelSignature::gemm(256, 256, 256)});  // measured on cpu:0
+  g.add_op({.name = "b", .type = "MatMul", .kernel = KernelSignature::gemm(384, 384, 384)});  // fit on cpu:0
+  g.add_op({.name = "c", .type = "MatMul", .kernel = KernelSignature::gemm(256, 256, 256)});  // cpu:1: analytic
+  g.add_op({.name = "d", .type = "Conv2D",
+            .kernel = KernelSignature::conv2d(KernelClass::kConv2D, 8, 3, 32, 32, 16, 3, 3, 1, 1)});
+  const Placement on{0, 0, 1, 0};
+  const CostSourceSummary s = summarize_cost_sources(g, cost, on);
+  ASSERT_EQ(s.per_op.size(), 4u);
+  EXPECT_EQ(s.per_op[0].source, CostSource::kMeasured);
+  EXPECT_EQ(s.per_op[1].source, CostSource::kClassFit);
+  EXPECT_EQ(s.per_op[2].source, CostSource::kAnalytic);
+  EXPECT_EQ(s.total.ops, (std::array<int64_t, 3>{1, 1, 2}));
+  ASSERT_EQ(s.by_type.size(), 2u);
+  const CostSourceRow& mm = s.by_type[0].op_type == "MatMul" ? s.by_type[0] : s.by_type[1];
+  EXPECT_EQ(mm.ops, (std::array<int64_t, 3>{1, 1, 1}));
+  double sum = 0;
+  for (OpId v = 0; v < 4; ++v) sum += cost.op_time_s(g.op(v), on[v]);
+  EXPECT_DOUBLE_EQ(s.total.total_time_s(), sum);
+  EXPECT_GE(s.by_type[0].total_time_s(), s.by_type[1].total_time_s());
+
+  AnalyticCostModel analytic(m);
+  const CostSourceSummary a = summarize_cost_sources(g, analytic, on);
+  EXPECT_EQ(a.total.ops, (std::array<int64_t, 3>{0, 0, 4}));
+}
+
 }  // namespace
 }  // namespace placelab

@@ -142,19 +142,6 @@ std::string machine_yaml(const Machine& machine, bool as_block);
 void write_calibrated_machine(const std::filesystem::path& path, const Machine& machine,
                               const Calibration& calibration);
 
-// Where a predicted op time came from.
-enum class CostSource : uint8_t {
-  kMeasured,  // the op's exact kernel signature was measured on the device
-  kClassFit,  // the device's fit for the op's kernel class
-  kAnalytic,  // neither: the analytic roofline
-};
-std::string_view cost_source_name(CostSource source);  // "measured", "fit", "analytic"
-
-struct CostLookup {
-  double time_s = 0;  // launch overhead included, as CostModel::op_time_s
-  CostSource source = CostSource::kAnalytic;
-};
-
 // The cost model of a calibrated machine. op time = device launch overhead + measured time of the
 // exact signature, else of the class fit at the signature's kernel_flops/kernel_bytes, else the
 // AnalyticCostModel's answer (which includes the launch overhead itself). A noop on a calibrated
@@ -172,7 +159,7 @@ class CalibratedCostModel : public CostModel {
   double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const override;
   std::string describe() const override;
   // The time and which source gave it.
-  CostLookup lookup(const Op& op, DeviceId device) const;
+  CostLookup lookup(const Op& op, DeviceId device) const override;
   CostLookup lookup(const KernelSignature& sig, DeviceId device) const;
 
  private:

@@ -6,18 +6,38 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "placelab/graph/op_graph.h"
 #include "placelab/hwmodels/machine.h"
 
 namespace placelab {
 
+// Where a predicted op time came from: a user comparing a prediction with a real run needs to
+// know which ops were measured and which were guessed from a fit or the roofline.
+enum class CostSource : uint8_t {
+  kMeasured,  // the op's exact kernel signature was measured on the device
+  kClassFit,  // the device's fit for the op's kernel class
+  kAnalytic,  // neither: the analytic roofline
+};
+inline constexpr int kNumCostSources = 3;
+std::string_view cost_source_name(CostSource source);  // "measured", "fit", "analytic"
+
+struct CostLookup {
+  double time_s = 0;  // launch overhead included, as CostModel::op_time_s
+  CostSource source = CostSource::kAnalytic;
+};
+
 class CostModel {
  public:
   virtual ~CostModel() = default;
   // Seconds one execution of `op` takes on `device`, launch overhead included. Never negative.
   virtual double op_time_s(const Op& op, DeviceId device) const = 0;
+  // The same time and its source. Models that measure nothing answer kAnalytic.
+  virtual CostLookup lookup(const Op& op, DeviceId device) const { return {op_time_s(op, device), CostSource::kAnalytic}; }
   // Seconds a transfer of `bytes` (≥ 0; 0 still pays latency) from src to dst holds its route:
   // latency + bytes / bandwidth; 0 when src == dst.
   // The default uses the machine's route; calibrated models may override per device pair.
@@ -69,5 +89,23 @@ class AnalyticCostModel : public CostModel {
  private:
   Options options_;
 };
+
+// Per op type, how many ops (and how many seconds of one step) each cost source priced: the
+// answer to "how much of this prediction was measured?" (`placelab simulate --cost-sources`).
+struct CostSourceRow {
+  std::string op_type;  // Op::type; "(all)" for the totals row
+  std::array<int64_t, kNumCostSources> ops{};
+  std::array<double, kNumCostSources> time_s{};
+  int64_t total_ops() const { return ops[0] + ops[1] + ops[2]; }
+  double total_time_s() const { return time_s[0] + time_s[1] + time_s[2]; }
+};
+struct CostSourceSummary {
+  CostSourceRow total;
+  std::vector<CostSourceRow> by_type;  // largest total time first, ties by type name
+  std::vector<CostLookup> per_op;      // indexed by OpId
+};
+// Prices every op of `graph` on device_of_op[op] (one entry per op) with `cost`.
+CostSourceSummary summarize_cost_sources(const OpGraph& graph, const CostModel& cost,
+                                         std::span<const DeviceId> device_of_op);
 
 }  // namespace placelab
