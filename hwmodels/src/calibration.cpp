@@ -216,6 +216,64 @@ void Calibration::refit(const FitOptions& options) {
   }
 }
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+HoldOutReport hold_out_check(const Calibration& calibration, int every, const FitOptions& options) {
+  PLACELAB_CHECK(every >= 2) << "hold_out_check: every = " << every;
+  options.validate();
+  HoldOutReport report;
+  std::vector<double> all;
+  for (const DeviceCalibration& d : calibration.devices) {
+    std::map<KernelClass, std::vector<std::pair<KernelSignature, double>>> by_class;
+    for (const auto& [sig, t] : d.kernel_times_s)
+      if (sig.cls != KernelClass::kNoop && t > 0) by_class[sig.cls].emplace_back(sig, t);
+    for (auto& [cls, items] : by_class) {
+      if (static_cast<int>(items.size()) < every + options.min_samples_per_segment) continue;
+      // By work, then by the signature's text: a deterministic order whatever the hash map's.
+      auto key = [](const std::pair<KernelSignature, double>& x) {
+        return std::tuple(kernel_flops(x.first), kernel_bytes(x.first), to_string(x.first));
+      };
+      std::sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+      std::vector<FitSample> fit;
+      std::vector<std::size_t> held;
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i % static_cast<std::size_t>(every) == 1 && i + 1 < items.size())
+          held.push_back(i);
+        else
+          fit.push_back({kernel_flops(items[i].first), kernel_bytes(items[i].first), items[i].second});
+      }
+      std::sort(fit.begin(), fit.end(), [](const FitSample& a, const FitSample& b) {
+        return std::tie(a.bytes, a.flops, a.time_s) < std::tie(b.bytes, b.flops, b.time_s);
+      });
+      const ClassFit f = fit_class(fit, options);
+      HoldOutClass c{.device = d.device, .cls = cls, .fitted = static_cast<int>(fit.size()),
+                     .held_out = static_cast<int>(held.size())};
+      std::vector<double> errors;
+      for (std::size_t i : held) {
+        const auto& [sig, t] = items[i];
+        HoldOutPrediction p{d.device, sig, t, f.time_s(kernel_flops(sig), kernel_bytes(sig))};
+        errors.push_back(std::fabs(p.relative_error()));
+        c.max_abs_error = std::max(c.max_abs_error, errors.back());
+        report.predictions.push_back(std::move(p));
+      }
+      all.insert(all.end(), errors.begin(), errors.end());
+      c.median_abs_error = median_of(std::move(errors));
+      report.classes.push_back(c);
+    }
+  }
+  report.median_abs_error = median_of(std::move(all));
+  return report;
+}
+
 // ---------------------------------------------------------------------------------------------
 // YAML reading
 

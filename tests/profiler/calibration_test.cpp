@@ -299,5 +299,34 @@ TEST(CalibratedCostModel, SummarizesCostSourcesByOpType) {
   EXPECT_EQ(a.total.ops, (std::array<int64_t, 3>{0, 0, 4}));
 }
 
+// The leave-some-out check predicts held-out signatures from a fit of the others: exact for times
+// that follow the fit's law, off by the planted deviation for one that does not.
+TEST(Calibration, HoldOutCheckPredictsSignaturesTheFitDidNotSee) {
+  Calibration c;
+  c.backend = "trace";
+  DeviceCalibration d;
+  d.device = "cpu:0";
+  for (int64_t m = 64; m <= 64 * 12; m += 64) {
+    const KernelSignature sig = KernelSignature::gemm(m, 256, 256);
+    d.kernel_times_s[sig] = 2e-6 + kernel_flops(sig) / 1e10;  // 10 GFLOP/s + 2 us
+  }
+  const KernelSignature odd = KernelSignature::gemm(128, 256, 256);  // index 1: held out
+  d.kernel_times_s[odd] *= 1.5;
+  c.devices.push_back(d);
+  const HoldOutReport r = hold_out_check(c, 3, FitOptions{.max_segments = 1});
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_EQ(r.classes[0].held_out, 4);  // indices 1, 4, 7, 10 of 12
+  EXPECT_EQ(r.classes[0].fitted, 8);
+  ASSERT_EQ(r.predictions.size(), 4u);
+  EXPECT_EQ(r.predictions[0].signature, odd);
+  EXPECT_NEAR(r.predictions[0].relative_error(), 1 / 1.5 - 1, 1e-6);
+  for (std::size_t i = 1; i < r.predictions.size(); ++i) EXPECT_NEAR(r.predictions[i].relative_error(), 0, 1e-6);
+  EXPECT_NEAR(r.median_abs_error, 0, 1e-6);
+  EXPECT_NEAR(r.classes[0].max_abs_error, 1 - 1 / 1.5, 1e-6);
+  // Too few signatures for the class: nothing to check.
+  c.devices[0].kernel_times_s.erase(KernelSignature::gemm(64, 256, 256));
+  EXPECT_TRUE(hold_out_check(c, 8).classes.empty());
+}
+
 }  // namespace
 }  // namespace placelab

@@ -117,6 +117,33 @@ struct Calibration {
   void refit(const FitOptions& options = {});
 };
 
+// Leave-some-out check of the class fits: how well does a fit predict a signature it has not
+// seen? Per device and class, the signatures sorted by work are split: every `every`-th one
+// (starting with the second, so the extremes stay in the fit) is held out, the class is fitted
+// on the rest with `options`, and each held-out signature's time is predicted from that fit.
+// Classes with fewer than `every` + options.min_samples_per_segment signatures are skipped.
+struct HoldOutPrediction {
+  std::string device;
+  KernelSignature signature;
+  double measured_s = 0;
+  double predicted_s = 0;
+  double relative_error() const { return (predicted_s - measured_s) / measured_s; }
+};
+struct HoldOutClass {
+  std::string device;
+  KernelClass cls = KernelClass::kNoop;
+  int fitted = 0;                 // signatures in the fit
+  int held_out = 0;               // signatures predicted
+  double median_abs_error = 0;    // of relative_error(), over the held-out ones
+  double max_abs_error = 0;
+};
+struct HoldOutReport {
+  std::vector<HoldOutPrediction> predictions;  // by device, class, then work
+  std::vector<HoldOutClass> classes;
+  double median_abs_error = 0;                 // over every prediction; 0 when there is none
+};
+HoldOutReport hold_out_check(const Calibration& calibration, int every = 3, const FitOptions& options = {});
+
 // A machine together with its calibration, as one calibration file holds them.
 struct CalibratedMachine {
   Machine machine;          // finalised
