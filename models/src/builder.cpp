@@ -371,6 +371,15 @@ struct TrainingGraphBuilder::Impl {
     var.block = block();
     uint32_t var_node = static_cast<uint32_t>(nodes.size());
     nodes.push_back(std::move(var));
+    if (options.framework == Framework::kPyTorch) {
+      // A PyTorch parameter is read in place: no Identity op between it and its consumers.
+      values.push_back({var_node, shape, bytes, trainable, static_cast<int32_t>(vars.size())});
+      const auto value = static_cast<uint32_t>(values.size() - 1);
+      nodes[var_node].outputs.push_back(value);
+      vars.push_back({var_node, value, trainable});
+      if (trainable) build_stats.parameters += num_elements(shape);
+      return {value};
+    }
     name_count.emplace(var_name + "/read", 0);
     NodeRec read;
     read.op = {.name = var_name + "/read", .type = "Identity", .phase = phase, .layer = layer(),
