@@ -995,6 +995,7 @@ std::vector<Unit> make_units(const Collected& c, const std::map<int64_t, Instanc
 
 // "53" when every step agrees, else the counts per step "53/53/52".
 std::string per_step_counts(const std::vector<std::size_t>& counts) {
+  if (counts.empty()) return "0";
   std::string out;
   const bool same = std::all_of(counts.begin(), counts.end(), [&](std::size_t n) { return n == counts.front(); });
   for (std::size_t i = 0; i < counts.size() && (i == 0 || !same); ++i) {

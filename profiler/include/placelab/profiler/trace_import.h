@@ -29,7 +29,8 @@
 namespace placelab {
 
 enum class TraceFormat : uint8_t {
-  kAuto,        // Kineto when the events carry `cat` kernel/cpu_op/cuda_runtime, else TensorFlow
+  kAuto,        // Kineto when an event's `cat` is one Kineto writes (kernel, cpu_op, cuda_runtime,
+                //   1.8's Kernel, Operator, Runtime …), else TensorFlow when processes name devices
   kKineto,      // PyTorch profiler
   kTensorFlow,  // tf.profiler / timeline.Timeline(step_stats).generate_chrome_trace_format()
 };
