@@ -48,6 +48,7 @@ struct CalibrateArgs {
   std::string clock = "wall";
   int in_situ_steps = 6;
   bool in_situ_alone = false;
+  bool json = false;  // trace: the import report as JSON instead of text
 };
 
 // Every --graph and --model, loaded once: their signatures are measured and, for the CPU
@@ -83,6 +84,37 @@ void print_calibration(const Machine& m, const Calibration& c) {
   for (const CopyCalibration& cc : c.copies)
     fmt::print("copy {} -> {}: {} + bytes / {}\n", cc.src, cc.dst, format_seconds(cc.fit.latency_s),
                format_rate(cc.fit.bandwidth_Bps));
+}
+
+// The trace import report as JSON: totals, steps, and per op type what was used and what was
+// dropped, with the reason and kernel seconds per step.
+nlohmann::json trace_report_json(const ImportReport& r, const std::string& out) {
+  nlohmann::json usage = nlohmann::json::array();
+  for (const TraceOpUsage& u : r.usage) {
+    nlohmann::json row = {{"op", u.op},
+                          {"phase", phase_name(u.phase)},
+                          {"used", !u.dropped.has_value()},
+                          {"instances", u.instances},
+                          {"kernel_s_per_step", u.kernel_s_per_step}};
+    if (!u.graph_type.empty()) row["graph_type"] = u.graph_type;
+    if (!u.kernel_class.empty()) row["kernel_class"] = u.kernel_class;
+    if (u.dropped) row["dropped"] = trace_drop_reason_text(*u.dropped);
+    if (!u.detail.empty()) row["detail"] = u.detail;
+    usage.push_back(std::move(row));
+  }
+  return {{"trace", r.origin},
+          {"format", trace_format_name(r.format)},
+          {"gpu", r.gpu_name},
+          {"kernels", r.kernels},
+          {"unattributed_kernels", r.unattributed_kernels},
+          {"steps", r.steps},
+          {"step_kernel_s", r.step_kernel_s},
+          {"kernel_time_per_step_s", r.kernel_time_per_step_s},
+          {"used_kernel_s_per_step", r.used_kernel_s_per_step},
+          {"dropped_kernel_s_per_step", r.dropped_kernel_s_per_step},
+          {"signatures", r.signatures},
+          {"usage", std::move(usage)},
+          {"written", out}};
 }
 
 // Where a calibration of this machine goes when --out is not given: the path the README and the
@@ -165,7 +197,12 @@ void run_calibrate(CalibrateArgs a) {
       if (!ms->machine.find_device(c.src) || !ms->machine.find_device(c.dst))
         throw InputError("--machine " + a.machine + ": has no device pair " + c.src + " -> " + c.dst + " that the trace uses");
     write_calibrated_machine(a.out, ms->machine, t.calibration);
-    fmt::print("{}\n", t.report.brief());
+    if (a.json) {
+      fmt::print("{}\n", trace_report_json(t.report, a.out).dump(2));
+      return;
+    }
+    fmt::print("{}\nkernel time per step by op type (what fed the calibration, what did not and why):\n{}",
+               t.report.brief(), t.report.usage_table());
     print_calibration(ms->machine, t.calibration);
     fmt::print("\nwritten: {}\n", a.out);
     return;
@@ -463,6 +500,8 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--clock", ca->clock, "cpu: wall (default) or thread (CPU time; for busy machines)");
   cal->add_option("--trace", ca->trace, "trace: a Kineto (PyTorch profiler) or TensorFlow timeline JSON, may be .gz");
   cal->add_option("--machine", ca->machine, "trace: the machine the trace was taken on (preset or YAML)");
+  cal->add_flag("--json", ca->json,
+                "trace: print the import report as JSON (per op type: used or dropped, why, kernel s per step)");
   cal->footer(
       "Examples:\n"
       "  placelab calibrate --backend cpu --out hwmodels/calibrated/localhost.yaml\n"

@@ -1,6 +1,8 @@
 #include "placelab/profiler/trace_import.h"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -108,13 +110,6 @@ std::vector<int64_t> ints_in(std::string_view text) {
   return out;
 }
 
-// A concrete int-list input (stride, padding): its first value, `fallback` when not recorded.
-int64_t concrete_first(std::span<const std::string> concrete, std::size_t index, int64_t fallback) {
-  if (index >= concrete.size()) return fallback;
-  std::vector<int64_t> v = ints_in(concrete[index]);
-  return v.empty() ? fallback : v.front();
-}
-
 const std::set<std::string, std::less<>>& elementwise_ops() {
   static const std::set<std::string, std::less<>> ops = {
       "aten::add",       "aten::add_",          "aten::sub",           "aten::sub_",        "aten::mul",
@@ -138,24 +133,240 @@ constexpr CopyKindEntry kCopyKinds[] = {{"HtoD", "HtoD"}, {"DtoH", "DtoH"}, {"Dt
                                         {"HtoH", "HtoH"}, {"HostToDevice", "HtoD"}, {"DeviceToHost", "DtoH"},
                                         {"DeviceToDevice", "DtoD"}, {"PeerToPeer", "PtoP"}};
 
+// A concrete input (Kineto "Concrete Inputs"): its integers when recorded, nullopt when the trace
+// left the position empty ("" is what the profiler writes for tensors and unrecorded values).
+std::optional<std::vector<int64_t>> concrete_ints(std::span<const std::string> concrete, std::size_t index) {
+  if (index >= concrete.size() || concrete[index].empty()) return std::nullopt;
+  return ints_in(concrete[index]);
+}
+
+// One value for both spatial axes: [2, 2] or 2 → 2; [] → `if_empty` (PyTorch's "same as the
+// kernel" for a pooling stride); nullopt when not recorded or asymmetric ([1, 2]).
+std::optional<int64_t> concrete_square(std::span<const std::string> concrete, std::size_t index,
+                                       std::optional<int64_t> if_empty = std::nullopt) {
+  auto v = concrete_ints(concrete, index);
+  if (!v) return std::nullopt;
+  if (v->empty()) return if_empty;
+  if (std::any_of(v->begin(), v->end(), [&](int64_t x) { return x != v->front(); })) return std::nullopt;
+  return v->front();
+}
+
+// A concrete bool list, "[True, True, False]" (PyTorch prints Python literals).
+std::optional<std::vector<bool>> concrete_bools(std::span<const std::string> concrete, std::size_t index) {
+  if (index >= concrete.size() || concrete[index].empty()) return std::nullopt;
+  std::vector<bool> out;
+  std::string word;
+  const auto flush = [&] {
+    if (word == "True" || word == "true" || word == "1") out.push_back(true);
+    else if (word == "False" || word == "false" || word == "0") out.push_back(false);
+    word.clear();
+  };
+  for (char ch : concrete[index]) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) word += ch;
+    else flush();
+  }
+  flush();
+  return out;
+}
+
+bool contains_ci(std::string_view s, std::string_view needle) {
+  auto it = std::search(s.begin(), s.end(), needle.begin(), needle.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+  return it != s.end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signatures from recorded shapes.
+
+// Where a convolution op keeps stride, padding, dilation, groups and transposed among its inputs
+// (the aten schemas: conv2d(input, weight, bias, stride, padding, dilation, groups);
+// convolution / _convolution(input, weight, bias, stride, padding, dilation, transposed,
+// output_padding, groups, …); cudnn_convolution(self, weight, padding, stride, dilation, groups, …)
+// since PyTorch 1.8, with a bias after the weight before).
+struct ConvArgs {
+  std::size_t stride, padding, dilation, groups;
+  std::optional<std::size_t> transposed;
+};
+std::optional<ConvArgs> conv_args(std::string_view op, std::span<const std::vector<int64_t>> dims) {
+  if (op == "aten::conv2d") return ConvArgs{3, 4, 5, 6, std::nullopt};
+  if (op == "aten::convolution" || op == "aten::_convolution") return ConvArgs{3, 4, 5, 8, 6};
+  if (op == "aten::cudnn_convolution") {
+    if (dims.size() > 2 && dims[2].size() == 1) return ConvArgs{4, 3, 5, 6, std::nullopt};  // with bias
+    return ConvArgs{3, 2, 4, 5, std::nullopt};
+  }
+  return std::nullopt;
+}
+
+// The conv2d fields of a plain convolution (input [N,C,H,W], weight [K,C,R,S]) from the concrete
+// inputs; `why` says what is missing when nullopt.
+std::optional<KernelSignature> conv_signature(KernelClass cls, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                                              std::span<const std::string> concrete, const ConvArgs& a,
+                                              TraceDropReason& why) {
+  why = TraceDropReason::kNoMapping;
+  if (x.size() != 4 || w.size() != 4 || x[1] != w[1]) return std::nullopt;  // not 2-D, or grouped
+  const auto stride = concrete_square(concrete, a.stride), pad = concrete_square(concrete, a.padding),
+             dilation = concrete_square(concrete, a.dilation);
+  if (!concrete_ints(concrete, a.stride) || !concrete_ints(concrete, a.padding) || !concrete_ints(concrete, a.dilation)) {
+    why = TraceDropReason::kStrideNotRecorded;
+    return std::nullopt;
+  }
+  if (!stride || !pad || dilation != 1 || *stride < 1 || *pad < 0) return std::nullopt;  // asymmetric or dilated
+  if (auto g = concrete_ints(concrete, a.groups); g && (g->size() != 1 || g->front() != 1)) return std::nullopt;
+  if (a.transposed)
+    if (auto t = concrete_bools(concrete, *a.transposed); t && !t->empty() && t->front()) return std::nullopt;
+  return KernelSignature::conv2d(cls, x[0], x[1], x[2], x[3], w[0], w[2], w[3], *stride, *pad);
+}
+
+// Output extent of a pooling window along one axis (PyTorch's pooling_output_shape).
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = span / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;  // the last window must start inside the input
+  return out;
+}
+
+// max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode) and
+// avg_pool2d(self, kernel_size, stride, padding, ceil_mode, …) → the builder's MaxPool / AvgPool
+// signature reduction{out × k², out}.
+std::optional<KernelSignature> pool_signature(bool max, const std::vector<int64_t>& x, std::span<const std::string> concrete,
+                                              TraceDropReason& why) {
+  why = TraceDropReason::kNoMapping;
+  if (x.size() != 4) return std::nullopt;
+  const std::size_t ceil_at = max ? 5 : 4;
+  if (!concrete_ints(concrete, 1) || !concrete_ints(concrete, 2) || !concrete_ints(concrete, 3) ||
+      (max && !concrete_ints(concrete, 4)) || !concrete_bools(concrete, ceil_at)) {
+    why = TraceDropReason::kStrideNotRecorded;
+    return std::nullopt;
+  }
+  const auto k = concrete_square(concrete, 1);
+  const auto s = concrete_square(concrete, 2, k);
+  const auto p = concrete_square(concrete, 3);
+  const auto d = max ? concrete_square(concrete, 4) : std::optional<int64_t>(1);
+  const auto ceil = concrete_bools(concrete, ceil_at);
+  if (!k || !s || !p || !d || *k < 1 || *s < 1 || *p < 0 || *d < 1) return std::nullopt;
+  const bool ceil_mode = !ceil->empty() && ceil->front();
+  const int64_t ho = pooled(x[2], *k, *s, *p, *d, ceil_mode), wo = pooled(x[3], *k, *s, *p, *d, ceil_mode);
+  if (ho < 1 || wo < 1) return std::nullopt;
+  const int64_t out = x[0] * x[1] * ho * wo;
+  return KernelSignature::reduction(out * *k * *k, out);
+}
+
+// The signature of one op instance from its shapes, or the reason there is none.
+std::optional<KernelSignature> torch_signature(std::string_view op, std::span<const std::vector<int64_t>> dims,
+                                               std::span<const std::string> concrete, TraceDropReason& why) {
+  why = TraceDropReason::kNoMapping;
+  auto rank = [&](std::size_t i) { return i < dims.size() ? dims[i].size() : std::size_t{0}; };
+  auto elements = [&](std::size_t i) { return i < dims.size() && !dims[i].empty() ? product(dims[i]) : int64_t{0}; };
+  for (const auto& d : dims)
+    if (!std::all_of(d.begin(), d.end(), [](int64_t x) { return x > 0; }))
+      return std::nullopt;  // empty tensors launch nothing worth a signature
+
+  if (op == "aten::mm" && rank(0) == 2 && rank(1) == 2 && dims[0][1] == dims[1][0])
+    return KernelSignature::gemm(dims[0][0], dims[1][1], dims[0][1]);
+  if (op == "aten::addmm" && rank(1) == 2 && rank(2) == 2 && dims[1][1] == dims[2][0])
+    return KernelSignature::gemm(dims[1][0], dims[2][1], dims[1][1]);
+  if (op == "aten::bmm" && rank(0) == 3 && rank(1) == 3 && dims[0][0] == dims[1][0] && dims[0][2] == dims[1][1])
+    return KernelSignature::gemm(dims[0][1], dims[1][2], dims[0][2], dims[0][0]);
+  if (op == "aten::baddbmm" && rank(1) == 3 && rank(2) == 3 && dims[1][0] == dims[2][0] && dims[1][2] == dims[2][1])
+    return KernelSignature::gemm(dims[1][1], dims[2][2], dims[1][2], dims[1][0]);
+  if (op == "aten::matmul" && rank(0) >= 2 && rank(1) == 2 && dims[0].back() == dims[1][0]) {
+    // Leading dimensions of the left operand fold into the rows (one GEMM).
+    const int64_t k = dims[0].back();
+    return KernelSignature::gemm(product(dims[0]) / k, dims[1][1], k);
+  }
+  if (op == "aten::matmul" && rank(0) == 3 && rank(1) == 3 && dims[0][0] == dims[1][0] && dims[0][2] == dims[1][1])
+    return KernelSignature::gemm(dims[0][1], dims[1][2], dims[0][2], dims[0][0]);
+  if (op == "aten::linear" && rank(0) >= 1 && rank(1) == 2 && dims[0].back() == dims[1][1]) {
+    const int64_t k = dims[0].back();
+    return KernelSignature::gemm(product(dims[0]) / k, dims[1][0], k);
+  }
+  if (auto a = conv_args(op, dims)) {
+    if (rank(0) != 4 || rank(1) != 4) return std::nullopt;
+    return conv_signature(KernelClass::kConv2D, dims[0], dims[1], concrete, *a, why);
+  }
+  if ((op == "aten::softmax" || op == "aten::_softmax" || op == "aten::log_softmax" || op == "aten::_log_softmax") &&
+      rank(0) >= 1) {
+    const int64_t cols = dims[0].back();
+    return KernelSignature::softmax(product(dims[0]) / cols, cols);
+  }
+  // The builder's signatures of the TensorFlow counterparts (models/src/builder.cpp): FusedBatchNorm
+  // elementwise{e, 2}, FusedBatchNormGrad elementwise{e, 3}, MaxPoolGrad elementwise{in, 3},
+  // AvgPoolGrad elementwise{in, 1}, the cross-entropy gradient elementwise{n × c, 2}.
+  if ((op == "aten::batch_norm" || op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm" ||
+       op == "aten::_batch_norm_impl_index") && rank(0) >= 2)
+    return KernelSignature::elementwise(elements(0), 2);
+  if ((op == "aten::cudnn_batch_norm_backward" || op == "aten::native_batch_norm_backward") && rank(0) >= 2)
+    return KernelSignature::elementwise(elements(0), 3);
+  if ((op == "aten::max_pool2d" || op == "aten::max_pool2d_with_indices") && rank(0) == 4)
+    return pool_signature(true, dims[0], concrete, why);
+  if (op == "aten::avg_pool2d" && rank(0) == 4) return pool_signature(false, dims[0], concrete, why);
+  if (op == "aten::adaptive_avg_pool2d" && rank(0) == 4) {
+    auto out = concrete_ints(concrete, 1);
+    if (!out) {
+      why = TraceDropReason::kStrideNotRecorded;
+      return std::nullopt;
+    }
+    if (out->size() == 1) out->push_back(out->front());
+    if (out->size() != 2 || (*out)[0] < 1 || (*out)[1] < 1 || dims[0][2] % (*out)[0] || dims[0][3] % (*out)[1])
+      return std::nullopt;  // windows of unequal size: no one reduction describes it
+    return KernelSignature::reduction(elements(0), dims[0][0] * dims[0][1] * (*out)[0] * (*out)[1]);
+  }
+  if (op == "aten::max_pool2d_with_indices_backward" && rank(1) == 4) return KernelSignature::elementwise(elements(1), 3);
+  if ((op == "aten::avg_pool2d_backward" || op == "aten::_adaptive_avg_pool2d_backward" ||
+       op == "aten::adaptive_avg_pool2d_backward") && rank(1) == 4)
+    return KernelSignature::elementwise(elements(1), 1);
+  if (op == "aten::_log_softmax_backward_data" && rank(0) >= 1) return KernelSignature::elementwise(elements(0), 2);
+  // Not in the zoo's builder (its cross-entropy is one op): the loss gathers one value per row and
+  // reduces them; its gradient writes every logit.
+  if ((op == "aten::nll_loss" || op == "aten::nll_loss_nd" || op == "aten::nll_loss_forward") && rank(0) >= 1)
+    return KernelSignature::reduction(dims[0][0], 1);
+  if (op == "aten::nll_loss_backward" && rank(1) >= 1) return KernelSignature::elementwise(elements(1), 1);
+  if (op == "aten::embedding" && rank(0) == 2 && rank(1) >= 1)
+    return KernelSignature::embedding(dims[0][0], dims[0][1], product(dims[1]));
+  if (elementwise_ops().count(op)) {
+    int64_t largest = 0, inputs = 0;
+    for (const auto& d : dims)
+      if (!d.empty()) {
+        largest = std::max(largest, product(d));
+        ++inputs;
+      }
+    if (largest == 0) return std::nullopt;
+    // copy_ and fill_ read at most one tensor; a fill reads none but still writes every element.
+    return KernelSignature::elementwise(largest, std::max<int64_t>(1, op == "aten::copy_" ? 1 : inputs));
+  }
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Collected events, format independent.
+
+// One framework op execution that launched kernels.
+struct InstanceRec {
+  std::string op;             // attributed op type ("aten::conv2d"; TF: the op type)
+  std::string autograd_node;  // Kineto: the enclosing autograd function ("ConvolutionBackward0"), "" none
+  Phase phase = Phase::kForward;
+  double ts = 0;              // host start (µs): orders the instances of one step
+  std::optional<KernelSignature> signature;             // from shapes (TF: from the graph by node name)
+  std::optional<ConvBackwardSignatures> conv_backward;  // aten::convolution_backward with shapes
+  std::optional<std::vector<bool>> output_mask;         // aten::convolution_backward, when recorded
+  TraceDropReason unsigned_reason = TraceDropReason::kNoShapes;  // why `signature` is absent
+};
 
 struct KernelRec {
   int64_t device = 0;
   double dur_s = 0;
-  std::string op;                           // attributed op type; "" when unattributed
-  int64_t instance = -1;                    // op instance id (same id = same op execution)
-  std::optional<KernelSignature> signature;  // of the instance
-  int step = -1;                            // index into steps; -1 outside any step
-  bool host = false;                        // TF CPU op (not a GPU kernel)
+  std::string name;
+  double launch_ts = 0;     // µs; orders the kernels of one instance
+  int64_t instance = -1;    // index into Collected::instances; -1 when unattributed
+  int step = -1;            // index into steps; -1 outside any step
+  bool host = false;        // TF CPU op (not a GPU kernel)
 };
 
 struct CopyRec {
   std::string kind;
   int64_t device = -1;      // the GPU that ran it; -1 none
   int64_t peer = -1;        // PtoP: the other GPU when recorded
-  bool peer_is_dst = true;  // PtoP: `device` is the source and `peer` the destination
   double bytes = -1;        // -1 unknown
   double dur_s = 0;
 };
@@ -167,6 +378,7 @@ struct Collected {
   std::string created;
   int steps = 0;
   int64_t memsets = 0;
+  std::vector<InstanceRec> instances;
   std::vector<KernelRec> kernels;
   std::vector<CopyRec> copies;
 };
@@ -175,8 +387,61 @@ struct Collected {
   throw InputError(std::string(origin) + ":" + std::to_string(line) + ": " + what);
 }
 
+// "cpu_op 359, cuda_runtime 361, (none) 2 …": the most frequent values first, `limit` of them.
+std::string counts_text(const std::map<std::string, int64_t>& counts, std::size_t limit = 8) {
+  std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (std::size_t i = 0; i < v.size() && i < limit; ++i) {
+    if (i) out += ", ";
+    out += v[i].first.empty() ? std::string("(none)") : v[i].first;
+    out += ' ';
+    out += std::to_string(v[i].second);
+  }
+  if (v.size() > limit) out += ", …";
+  if (v.empty()) out = "none";
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kineto
+
+// The event categories of every Kineto schema. PyTorch 1.8 shipped the first libkineto, whose
+// ChromeTraceLogger (libkineto/src/output_json.cpp, 2020-09 to 2021-11) wrote "Operator" (CPU ops,
+// with "Input dims", "Input type", "External id"), "Runtime" ("correlation", "external id"),
+// "Kernel", "Memcpy" and "Memset" (each with "correlation" and "external id"), "Trace" (the
+// profiler's span) and, from 2020-12, "User" for GPU-side user spans. From 2021-06 on
+// (libkineto/src/ActivityType.cpp) the names are cpu_op, user_annotation, gpu_user_annotation
+// (spelt gpu_user_Annotation until 2022-05), gpu_memcpy, gpu_memset, kernel, cuda_runtime,
+// cuda_driver, python_function, cpu_instant_event, overhead, cuda_sync and the flow categories
+// ac2g / fwdbwd. Compared without case.
+enum class KinetoCat : uint8_t { kKernel, kMemcpy, kMemset, kRuntime, kHostOp, kAnnotation, kIgnored, kUnknown };
+
+KinetoCat kineto_category(std::string_view cat) {
+  std::string c(cat);
+  std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (c == "kernel") return KinetoCat::kKernel;
+  if (c == "gpu_memcpy" || c == "memcpy") return KinetoCat::kMemcpy;
+  if (c == "gpu_memset" || c == "memset") return KinetoCat::kMemset;
+  if (c == "cuda_runtime" || c == "runtime" || c == "cuda_driver") return KinetoCat::kRuntime;
+  if (c == "cpu_op" || c == "operator") return KinetoCat::kHostOp;
+  if (c == "user_annotation") return KinetoCat::kAnnotation;
+  // python_function events nest around ops on the host threads; the attribution is by aten op, so
+  // they are left out rather than taken for ops.
+  static const std::set<std::string, std::less<>> ignored = {
+      "gpu_user_annotation", "user", "trace", "python_function", "cpu_instant_event", "overhead", "cuda_sync",
+      "ac2g", "fwdbwd", "async", "external_correlation", "cuda_profiler_range", "glow_runtime", "net"};
+  return ignored.count(c) ? KinetoCat::kIgnored : KinetoCat::kUnknown;
+}
+
+bool is_evaluate_function(std::string_view name) { return starts_with(name, "autograd::engine::evaluate_function"); }
+// An autograd function's own event: "ConvolutionBackward0", "torch::autograd::AccumulateGrad" is not.
+bool is_backward_node(std::string_view name) {
+  return !starts_with(name, "aten::") && !is_evaluate_function(name) && name.find("Backward") != std::string_view::npos;
+}
+// Optimizer.step#SGD.step, Optimizer.zero_grad#SGD.zero_grad (torch.optim's record_function), and
+// the "## optimizer ##" style markers of training loops.
+bool is_optimizer_scope(std::string_view name) { return contains_ci(name, "optimizer"); }
 
 struct HostEvent {
   double ts = 0, end = 0;
@@ -188,6 +453,7 @@ struct HostEvent {
 
 struct Thread {
   std::vector<HostEvent> events;  // sorted by (ts, longer first); parents resolved
+  bool autograd = false;          // runs autograd::engine::evaluate_function scopes
   void finalize() {
     std::sort(events.begin(), events.end(), [](const HostEvent& a, const HostEvent& b) {
       return a.ts != b.ts ? a.ts < b.ts : a.end > b.end;
@@ -197,6 +463,7 @@ struct Thread {
       while (!stack.empty() && events[stack.back()].end < events[i].ts) stack.pop_back();
       events[i].parent = stack.empty() ? -1 : stack.back();
       stack.push_back(i);
+      autograd |= is_evaluate_function(events[i].name);
     }
   }
   // Innermost event that contains time t, or -1.
@@ -214,11 +481,18 @@ struct Launch {
   const json* args = nullptr;
 };
 
-std::vector<std::vector<int64_t>> input_dims_of(const json& args) {
+// "Input Dims" (PyTorch ≥ 1.10) or "Input dims" (the 1.8 / 1.9 Operator events).
+const json* input_dims_arg(const json& args) {
+  for (const char* key : {"Input Dims", "Input dims"}) {
+    auto it = args.find(key);
+    if (it != args.end() && it->is_array()) return &*it;
+  }
+  return nullptr;
+}
+
+std::vector<std::vector<int64_t>> input_dims_of(const json& dims_arg) {
   std::vector<std::vector<int64_t>> dims;
-  auto it = args.find("Input Dims");
-  if (it == args.end() || !it->is_array()) return dims;
-  for (const json& d : *it) {
+  for (const json& d : dims_arg) {
     std::vector<int64_t> v;
     if (d.is_array())
       for (const json& x : d)
@@ -236,7 +510,136 @@ std::vector<std::string> concrete_inputs_of(const json& args) {
   return out;
 }
 
-Collected collect_kineto(const json& root, const json& events) {
+// The op a launch belongs to, walking out from host event `inner` of thread `t`: the outermost
+// aten:: op (the one the user wrote; below aten::cross_entropy_loss, the one it calls), else the innermost cpu_op, else the innermost annotation;
+// with the phase and the autograd function around it.
+struct Attribution {
+  int event = -1;
+  Phase phase = Phase::kForward;
+  std::string_view autograd_node;
+};
+Attribution attribute(const Thread& t, int inner) {
+  Attribution a;
+  int first_op = -1, first_annotation = -1, below_outermost = -1;
+  bool backward = false, update = false;
+  for (int i = inner; i >= 0; i = t.events[i].parent) {
+    const HostEvent& h = t.events[i];
+    if (!h.annotation && starts_with(h.name, "aten::")) {
+      below_outermost = a.event;
+      a.event = i;  // keeps the outermost
+    }
+    if (!h.annotation && first_op < 0) first_op = i;
+    if (h.annotation && first_annotation < 0) first_annotation = i;
+    if (is_backward_node(h.name) && a.autograd_node.empty()) a.autograd_node = h.name;
+    backward |= is_evaluate_function(h.name) || is_backward_node(h.name);
+    update |= is_optimizer_scope(h.name);
+  }
+  // A composite loss is two ops the graph keeps apart (LogSoftmax, NllLoss): the op below it.
+  if (a.event >= 0 && below_outermost >= 0 && t.events[a.event].name == "aten::cross_entropy_loss") a.event = below_outermost;
+  if (a.event < 0) a.event = first_op >= 0 ? first_op : first_annotation;
+  a.phase = backward ? Phase::kBackward : update ? Phase::kUpdate : t.autograd ? Phase::kBackward : Phase::kForward;
+  return a;
+}
+
+// The instance record of a host event: op, phase, and what its shapes give.
+InstanceRec instance_of(const HostEvent& h, const Attribution& a) {
+  InstanceRec in;
+  in.op = std::string(h.name);
+  in.autograd_node = std::string(a.autograd_node);
+  in.phase = a.phase;
+  in.ts = h.ts;
+  const json& args = args_of(*h.ev);
+  const json* dims_arg = args.is_object() ? input_dims_arg(args) : nullptr;
+  if (!dims_arg) return in;  // unsigned_reason stays kNoShapes
+  const auto dims = input_dims_of(*dims_arg);
+  const auto concrete = concrete_inputs_of(args);
+  if (in.op == "aten::convolution_backward") {
+    in.output_mask = concrete_bools(concrete, 10);
+    in.conv_backward = conv_backward_signatures(dims, concrete);
+    in.unsigned_reason = concrete_ints(concrete, 4) ? TraceDropReason::kNoMapping : TraceDropReason::kStrideNotRecorded;
+    return in;
+  }
+  in.signature = torch_signature(in.op, dims, concrete, in.unsigned_reason);
+  return in;
+}
+
+struct KinetoScan {
+  std::unordered_map<std::string, Thread> threads;
+  std::unordered_map<int64_t, Launch> launches;  // correlation → runtime call
+  struct Step {
+    double ts, end;
+  };
+  std::vector<Step> steps;
+  struct GpuEvent {
+    const json* ev;
+    bool kernel;
+  };
+  std::vector<GpuEvent> gpu;
+  std::map<std::string, int64_t> categories;  // of "X" events, for messages
+  double first_ts = std::numeric_limits<double>::infinity();
+};
+
+KinetoScan scan_kineto(const json& events, Collected& c) {
+  KinetoScan s;
+  for (const json& e : events) {
+    if (!e.is_object()) continue;
+    auto ph = e.find("ph");
+    if (ph == e.end() || !ph->is_string() || *ph != "X") continue;
+    const std::string cat = arg_string(e, "cat");
+    ++s.categories[cat];
+    const std::string_view name = e.contains("name") && e["name"].is_string() ? std::string_view(e["name"].get_ref<const std::string&>()) : std::string_view{};
+    const double ts = number_of(e.value("ts", json())).value_or(0.0);
+    const double dur = number_of(e.value("dur", json())).value_or(0.0);
+    const json& args = args_of(e);
+    switch (kineto_category(cat)) {
+      case KinetoCat::kKernel:
+        s.gpu.push_back({&e, true});
+        s.first_ts = std::min(s.first_ts, ts);
+        break;
+      case KinetoCat::kMemcpy: s.gpu.push_back({&e, false}); break;
+      case KinetoCat::kMemset: ++c.memsets; break;
+      case KinetoCat::kRuntime:
+        if (auto corr = arg_number(args, {"correlation"}))
+          s.launches[static_cast<int64_t>(*corr)] = {id_text(e, "pid") + "/" + id_text(e, "tid"), ts, &args};
+        break;
+      case KinetoCat::kHostOp:
+      case KinetoCat::kAnnotation:
+        if (starts_with(name, "ProfilerStep#")) {
+          s.steps.push_back({ts, ts + dur});
+          break;
+        }
+        s.threads[id_text(e, "pid") + "/" + id_text(e, "tid")].events.push_back(
+            {ts, ts + dur, &e, name, kineto_category(cat) == KinetoCat::kAnnotation, -1});
+        break;
+      case KinetoCat::kIgnored:
+      case KinetoCat::kUnknown: break;
+    }
+  }
+  for (auto& [_, t] : s.threads) t.finalize();
+  std::sort(s.steps.begin(), s.steps.end(), [](const KinetoScan::Step& a, const KinetoScan::Step& b) { return a.ts < b.ts; });
+  return s;
+}
+
+CopyRec copy_of(const json& e, const Launch* launch) {
+  const json& args = args_of(e);
+  CopyRec r;
+  auto kind = memcpy_kind(arg_string(e, "name"));
+  if (!kind) kind = memcpy_kind(arg_string(args, "kind"));
+  r.kind = kind.value_or("unknown");
+  r.device = static_cast<int64_t>(arg_number(args, {"device"}).value_or(0.0));
+  r.dur_s = number_of(e.value("dur", json())).value_or(0.0) * 1e-6;
+  if (auto b = arg_number(args, {"bytes"})) r.bytes = *b;
+  else if (launch)
+    if (auto lb = arg_number(*launch->args, {"size", "bytes", "count"})) r.bytes = *lb;
+  if (r.kind == "PtoP") {
+    // 1.8-era Kineto wrote "fromDevice" / "toDevice" for Memcpy2 activities.
+    if (auto dst = arg_number(args, {"dstDevice", "dst device", "toDevice"})) r.peer = static_cast<int64_t>(*dst);
+    if (auto src = arg_number(args, {"srcDevice", "src device", "fromDevice"})) r.device = static_cast<int64_t>(*src);
+  }
+  return r;
+}
+
+Collected collect_kineto(const json& root, const json& events, std::string_view origin) {
   Collected c;
   c.format = TraceFormat::kKineto;
   if (root.is_object()) {
@@ -245,130 +648,81 @@ Collected collect_kineto(const json& root, const json& events) {
       c.gpu_name = arg_string((*dp)[0], "name");
     c.host = arg_string(root, "host_name");
   }
-
-  std::unordered_map<std::string, Thread> threads;
-  std::unordered_map<int64_t, Launch> launches;  // correlation → runtime call
-  struct Step {
-    double ts, end;
-    int64_t number;
-  };
-  std::vector<Step> steps;
-  struct GpuEvent {
-    const json* ev;
-    bool kernel;
-  };
-  std::vector<GpuEvent> gpu;
-  double first_ts = std::numeric_limits<double>::infinity();
-
-  for (const json& e : events) {
-    if (!e.is_object()) continue;
-    auto ph = e.find("ph");
-    if (ph == e.end() || !ph->is_string() || *ph != "X") continue;
-    const std::string cat = arg_string(e, "cat");
-    const std::string_view name = e.contains("name") && e["name"].is_string() ? std::string_view(e["name"].get_ref<const std::string&>()) : std::string_view{};
-    const double ts = number_of(e.value("ts", json())).value_or(0.0);
-    const double dur = number_of(e.value("dur", json())).value_or(0.0);
-    const json& args = args_of(e);
-    if (cat == "kernel") {
-      gpu.push_back({&e, true});
-      first_ts = std::min(first_ts, ts);
-    } else if (cat == "gpu_memcpy") {
-      gpu.push_back({&e, false});
-    } else if (cat == "gpu_memset") {
-      ++c.memsets;
-    } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
-      if (auto corr = arg_number(args, {"correlation"}))
-        launches[static_cast<int64_t>(*corr)] = {id_text(e, "pid") + "/" + id_text(e, "tid"), ts, &args};
-    } else if (cat == "cpu_op" || cat == "user_annotation") {
-      if (starts_with(name, "ProfilerStep#")) {
-        steps.push_back({ts, ts + dur, ints_in(name.substr(13)).empty() ? 0 : ints_in(name.substr(13)).front()});
-        continue;
-      }
-      threads[id_text(e, "pid") + "/" + id_text(e, "tid")].events.push_back(
-          {ts, ts + dur, &e, name, cat == "user_annotation", -1});
-    }
-  }
-  for (auto& [_, t] : threads) t.finalize();
-  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
-  c.steps = static_cast<int>(steps.size());
-
-  if (std::isfinite(first_ts)) {
-    if (root.is_object() && root.contains("baseTimeNanoseconds")) {
-      if (auto base = number_of(root["baseTimeNanoseconds"])) c.created = iso_utc(*base * 1e-9 + first_ts * 1e-6);
-    } else if (first_ts > 1e15) {  // epoch microseconds (after 2001): a wall-clock time
-      c.created = iso_utc(first_ts * 1e-6);
-    }
+  KinetoScan s = scan_kineto(events, c);
+  c.steps = static_cast<int>(s.steps.size());
+  if (!std::isfinite(s.first_ts))
+    fail(origin, 1,
+         "no GPU kernel events (event categories seen: " + counts_text(s.categories) +
+             "); expected category \"kernel\" (PyTorch >= 1.9) or \"Kernel\" (1.8) — profile with "
+             "activities=[ProfilerActivity.CUDA]");
+  if (root.is_object() && root.contains("baseTimeNanoseconds")) {
+    if (auto base = number_of(root["baseTimeNanoseconds"])) c.created = iso_utc(*base * 1e-9 + s.first_ts * 1e-6);
+  } else if (s.first_ts > 1e15) {  // epoch microseconds (after 2001): a wall-clock time
+    c.created = iso_utc(s.first_ts * 1e-6);
   }
 
-  // Op instances: the host event a kernel is attributed to, identified by its address.
-  std::unordered_map<const json*, int64_t> instance_ids;
+  // Host events by "External id", for kernels whose launch has no enclosing op on its thread: the
+  // 1.8-era Kernel and Runtime events carry the op's id as "external id".
+  std::unordered_map<int64_t, std::pair<const Thread*, int>> by_external;
+  for (const auto& [_, t] : s.threads)
+    for (int i = 0; i < static_cast<int>(t.events.size()); ++i)
+      if (auto id = arg_number(args_of(*t.events[i].ev), {"External id"}))
+        by_external.emplace(static_cast<int64_t>(*id), std::make_pair(&t, i));
+
+  std::unordered_map<const json*, int64_t> instance_ids;  // host event → index into c.instances
   auto step_of = [&](double t) {
-    auto it = std::upper_bound(steps.begin(), steps.end(), t, [](double v, const Step& s) { return v < s.ts; });
-    if (it == steps.begin()) return -1;
+    auto it = std::upper_bound(s.steps.begin(), s.steps.end(), t, [](double v, const KinetoScan::Step& st) { return v < st.ts; });
+    if (it == s.steps.begin()) return -1;
     --it;
-    return t <= it->end ? static_cast<int>(it - steps.begin()) : -1;
+    return t <= it->end ? static_cast<int>(it - s.steps.begin()) : -1;
   };
 
-  for (const GpuEvent& g : gpu) {
+  for (const KinetoScan::GpuEvent& g : s.gpu) {
     const json& e = *g.ev;
     const json& args = args_of(e);
-    const double dur_s = number_of(e.value("dur", json())).value_or(0.0) * 1e-6;
-    const int64_t device = static_cast<int64_t>(arg_number(args, {"device"}).value_or(0.0));
-    const auto corr = arg_number(args, {"correlation"});
     const Launch* launch = nullptr;
-    if (corr) {
-      auto it = launches.find(static_cast<int64_t>(*corr));
-      if (it != launches.end()) launch = &it->second;
+    if (auto corr = arg_number(args, {"correlation"})) {
+      auto it = s.launches.find(static_cast<int64_t>(*corr));
+      if (it != s.launches.end()) launch = &it->second;
     }
     if (!g.kernel) {
-      CopyRec r;
-      const std::string name = arg_string(e, "name");
-      auto kind = memcpy_kind(name);
-      if (!kind) kind = memcpy_kind(arg_string(args, "kind"));
-      r.kind = kind.value_or("unknown");
-      r.device = device;
-      r.dur_s = dur_s;
-      if (auto b = arg_number(args, {"bytes"})) r.bytes = *b;
-      else if (launch)
-        if (auto lb = arg_number(*launch->args, {"size", "bytes", "count"})) r.bytes = *lb;
-      if (r.kind == "PtoP") {
-        if (auto dst = arg_number(args, {"dstDevice", "dst device", "toDevice"})) r.peer = static_cast<int64_t>(*dst);
-        if (auto src = arg_number(args, {"srcDevice", "src device", "fromDevice"})) {
-          r.device = static_cast<int64_t>(*src);
-        }
-      }
-      c.copies.push_back(r);
+      c.copies.push_back(copy_of(e, launch));
       continue;
     }
     KernelRec k;
-    k.device = device;
-    k.dur_s = dur_s;
+    k.device = static_cast<int64_t>(arg_number(args, {"device"}).value_or(0.0));
+    k.dur_s = number_of(e.value("dur", json())).value_or(0.0) * 1e-6;
+    k.name = arg_string(e, "name");
+    const Thread* thread = nullptr;
+    int inner = -1;
     if (launch) {
+      k.launch_ts = launch->ts;
       k.step = step_of(launch->ts);
-      auto th = threads.find(launch->thread);
-      if (th != threads.end()) {
-        const Thread& t = th->second;
-        const int inner = t.innermost(launch->ts);
-        int chosen = -1, first_op = -1, first_annotation = -1;
-        for (int i = inner; i >= 0; i = t.events[i].parent) {
-          const HostEvent& h = t.events[i];
-          if (!h.annotation && starts_with(h.name, "aten::")) chosen = i;  // keeps the outermost
-          if (!h.annotation && first_op < 0) first_op = i;
-          if (h.annotation && first_annotation < 0) first_annotation = i;
-        }
-        if (chosen < 0) chosen = first_op >= 0 ? first_op : first_annotation;
-        if (chosen >= 0) {
-          const HostEvent& h = t.events[chosen];
-          k.op = std::string(h.name);
-          auto [it, inserted] = instance_ids.emplace(h.ev, static_cast<int64_t>(instance_ids.size()));
-          k.instance = it->second;
-          const json& hargs = args_of(*h.ev);
-          if (hargs.is_object() && hargs.contains("Input Dims")) {
-            auto dims = input_dims_of(hargs);
-            auto concrete = concrete_inputs_of(hargs);
-            k.signature = signature_for_torch_op(k.op, dims, concrete);
+      if (auto th = s.threads.find(launch->thread); th != s.threads.end()) {
+        thread = &th->second;
+        inner = thread->innermost(launch->ts);
+      }
+    }
+    if (inner < 0) {
+      std::optional<double> ext = launch ? arg_number(*launch->args, {"external id", "External id"}) : std::nullopt;
+      if (!ext) ext = arg_number(args, {"external id", "External id"});
+      if (ext)
+        if (auto it = by_external.find(static_cast<int64_t>(*ext)); it != by_external.end()) {
+          thread = it->second.first;
+          inner = it->second.second;
+          if (!launch) {
+            k.launch_ts = thread->events[inner].ts;
+            k.step = step_of(k.launch_ts);
           }
         }
+    }
+    if (inner >= 0) {
+      const Attribution a = attribute(*thread, inner);
+      if (a.event >= 0) {
+        const HostEvent& h = thread->events[a.event];
+        auto [it, inserted] = instance_ids.emplace(h.ev, static_cast<int64_t>(c.instances.size()));
+        if (inserted) c.instances.push_back(instance_of(h, a));
+        k.instance = it->second;
       }
     }
     c.kernels.push_back(std::move(k));
@@ -404,7 +758,7 @@ TfProcess classify_tf_process(const std::string& name) {
   return p;
 }
 
-Collected collect_tensorflow(const json& events, const TraceImportOptions& options) {
+Collected collect_tensorflow(const json& events, const TraceImportOptions& options, std::string_view origin) {
   Collected c;
   c.format = TraceFormat::kTensorFlow;
   std::unordered_map<std::string, TfProcess> procs;
@@ -419,8 +773,12 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
     return k == TfProcess::kStreamAll ? 3 : k == TfProcess::kStream ? 2 : k == TfProcess::kDeviceCompute ? 1 : 0;
   };
   std::set<std::string> pids_with_events;
+  std::map<std::string, int64_t> categories;
   for (const json& e : events)
-    if (e.is_object() && e.value("ph", "") == "X") pids_with_events.insert(id_text(e, "pid"));
+    if (e.is_object() && e.value("ph", "") == "X") {
+      pids_with_events.insert(id_text(e, "pid"));
+      ++categories[arg_string(e, "cat")];
+    }
   for (const auto& [pid, p] : procs)
     if (p.gpu && rank(p.kind) > 0 && pids_with_events.count(pid))
       best_kind[p.device] = std::max(best_kind[p.device], rank(p.kind));
@@ -467,111 +825,280 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
       continue;
     }
     k.dur_s = dur_s;
-    k.op = op;
+    k.name = name;
+    k.launch_ts = number_of(e.value("ts", json())).value_or(0.0);
     k.step = 0;
     const std::string node = arg_string(args, "name").empty() ? name : arg_string(args, "name");
-    auto [it, inserted] = instance_ids.emplace((k.host ? "cpu/" : "gpu" + std::to_string(k.device) + "/") + node,
-                                               static_cast<int64_t>(instance_ids.size()));
+    std::string key = k.host ? std::string("cpu/") : "gpu" + std::to_string(k.device) + "/";
+    key += node;
+    auto [it, inserted] = instance_ids.emplace(key, static_cast<int64_t>(c.instances.size()));
+    if (inserted) {
+      InstanceRec in;
+      in.op = op;
+      in.ts = k.launch_ts;
+      in.unsigned_reason = options.graph ? TraceDropReason::kNoMapping : TraceDropReason::kNoShapes;
+      if (options.graph)
+        if (auto id = options.graph->find(node)) {
+          const Op& gop = options.graph->op(*id);
+          in.phase = gop.phase;
+          if (gop.kernel.cls != KernelClass::kNoop) in.signature = gop.kernel;
+        }
+      c.instances.push_back(std::move(in));
+    }
     k.instance = it->second;
-    if (options.graph)
-      if (auto id = options.graph->find(node)) {
-        const KernelSignature& sig = options.graph->op(*id).kernel;
-        if (sig.cls != KernelClass::kNoop) k.signature = sig;
-      }
     c.kernels.push_back(std::move(k));
   }
-  c.steps = c.kernels.empty() ? 0 : 1;
+  if (c.kernels.empty())
+    fail(origin, 1,
+         "no op events on a device compute row (event categories seen: " + counts_text(categories) +
+             "); expected a TensorFlow timeline whose process names are devices (\"/device:GPU:0/stream:all Compute\")");
+  c.steps = 1;
   return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graph-guided signatures for Kineto traces without shapes.
+
+// Which part of an op instance's kernels a unit is: all of them, or one gradient of a convolution
+// backward.
+enum class Part : uint8_t { kWhole, kInputGrad, kFilterGrad };
+
+// (torch op or autograd function, phase) → the graph op type whose signature its instances take.
+// Graphs in "PyTorch form" use these types, in the order torchvision executes the ops.
+struct TorchToGraph {
+  std::string_view torch_op;
+  Phase phase;
+  std::string_view graph_type;
+  Part part = Part::kWhole;
+};
+constexpr TorchToGraph kTorchToGraph[] = {
+    {"aten::conv2d", Phase::kForward, "Conv2D"},
+    {"aten::convolution", Phase::kForward, "Conv2D"},
+    {"aten::_convolution", Phase::kForward, "Conv2D"},
+    {"aten::convolution_backward", Phase::kBackward, "Conv2DBackpropInput", Part::kInputGrad},
+    {"aten::convolution_backward", Phase::kBackward, "Conv2DBackpropFilter", Part::kFilterGrad},
+    {"aten::batch_norm", Phase::kForward, "FusedBatchNorm"},
+    {"aten::cudnn_batch_norm", Phase::kForward, "FusedBatchNorm"},
+    {"aten::native_batch_norm", Phase::kForward, "FusedBatchNorm"},
+    {"aten::cudnn_batch_norm_backward", Phase::kBackward, "FusedBatchNormGrad"},
+    {"aten::native_batch_norm_backward", Phase::kBackward, "FusedBatchNormGrad"},
+    {"aten::relu", Phase::kForward, "Relu"},
+    {"aten::relu_", Phase::kForward, "Relu"},
+    {"aten::threshold_backward", Phase::kBackward, "ReluGrad"},
+    {"aten::max_pool2d", Phase::kForward, "MaxPool"},
+    {"aten::max_pool2d_with_indices", Phase::kForward, "MaxPool"},
+    {"aten::max_pool2d_with_indices_backward", Phase::kBackward, "MaxPoolGrad"},
+    {"aten::adaptive_avg_pool2d", Phase::kForward, "AvgPool"},
+    {"aten::avg_pool2d", Phase::kForward, "AvgPool"},
+    {"aten::avg_pool2d_backward", Phase::kBackward, "AvgPoolGrad"},
+    {"aten::_adaptive_avg_pool2d_backward", Phase::kBackward, "AvgPoolGrad"},
+    {"aten::adaptive_avg_pool2d_backward", Phase::kBackward, "AvgPoolGrad"},
+    // adaptive_avg_pool2d to 1×1 runs aten::mean; its backward is MeanBackward1's kernels.
+    {"MeanBackward1", Phase::kBackward, "AvgPoolGrad"},
+    {"aten::linear", Phase::kForward, "MatMul"},
+    {"aten::addmm", Phase::kForward, "MatMul"},
+    {"aten::mm", Phase::kBackward, "MatMul"},
+    {"aten::add", Phase::kForward, "Add"},
+    {"aten::add_", Phase::kForward, "Add"},
+    {"aten::log_softmax", Phase::kForward, "LogSoftmax"},
+    {"aten::_log_softmax_backward_data", Phase::kBackward, "LogSoftmaxGrad"},
+    {"aten::nll_loss", Phase::kForward, "NllLoss"},
+    {"aten::nll_loss_nd", Phase::kForward, "NllLoss"},
+    {"aten::nll_loss_backward", Phase::kBackward, "NllLossGrad"},
+    {"aten::dropout", Phase::kForward, "Dropout"},
+    {"aten::native_dropout", Phase::kForward, "Dropout"},
+};
+
+const TorchToGraph* graph_rule(const InstanceRec& in, Part part) {
+  for (std::string_view name : {std::string_view(in.op), std::string_view(in.autograd_node)}) {
+    if (name.empty()) continue;
+    for (const TorchToGraph& r : kTorchToGraph)
+      if (r.torch_op == name && r.phase == in.phase && r.part == part) return &r;
+  }
+  return nullptr;
+}
+
+// The kernels of an instance, or of one gradient of a convolution backward, as one measurement.
+struct Unit {
+  int64_t instance = -1;
+  Part part = Part::kWhole;
+  std::string device;
+  int step = -1;
+  double total_s = 0;
+  std::optional<KernelSignature> signature;
+  std::optional<TraceDropReason> dropped;  // set when `signature` is absent
+  std::string graph_type, detail;
+};
+
+struct InstanceKernels {
+  std::string device;
+  int step = -1;
+  std::vector<const KernelRec*> kernels;  // in launch order
+};
+
+// Splits an aten::convolution_backward's kernels: PyTorch's cuDNN path computes grad_input, then
+// grad_weight (cudnn_convolution_backward in aten/src/ATen/native/cudnn/ConvShared.cpp), so every
+// kernel from the first "wgrad"-named one on is the weight gradient and the ones before it the
+// input gradient. Without a wgrad kernel only a recorded output_mask asking for one gradient
+// decides; otherwise the instance is one unsplittable unit.
+void split_conv_backward(const InstanceRec& in, const InstanceKernels& ik, Unit base, std::vector<Unit>& units) {
+  const auto& ks = ik.kernels;
+  const auto w = std::find_if(ks.begin(), ks.end(), [](const KernelRec* k) { return contains_ci(k->name, "wgrad"); });
+  auto sum = [](auto b, auto e) {
+    double t = 0;
+    for (auto it = b; it != e; ++it) t += (*it)->dur_s;
+    return t;
+  };
+  const bool want_input = !in.output_mask || in.output_mask->empty() || in.output_mask->front();
+  const bool want_filter = !in.output_mask || in.output_mask->size() < 2 || (*in.output_mask)[1];
+  std::vector<std::pair<Part, double>> parts;
+  if (w != ks.end() && want_filter && (w != ks.begin() || !in.output_mask || !want_input)) {
+    if (w != ks.begin()) parts.push_back({Part::kInputGrad, sum(ks.begin(), w)});
+    parts.push_back({Part::kFilterGrad, sum(w, ks.end())});
+  } else if (in.output_mask && want_input != want_filter) {
+    parts.push_back({want_input ? Part::kInputGrad : Part::kFilterGrad, sum(ks.begin(), ks.end())});
+  } else {
+    base.total_s = sum(ks.begin(), ks.end());
+    base.dropped = TraceDropReason::kUnsplittableBackward;
+    units.push_back(std::move(base));
+    return;
+  }
+  for (const auto& [part, total] : parts) {
+    Unit u = base;
+    u.part = part;
+    u.total_s = total;
+    if (in.conv_backward) u.signature = part == Part::kInputGrad ? in.conv_backward->input_grad : in.conv_backward->filter_grad;
+    if (!u.signature) u.dropped = in.unsigned_reason;
+    units.push_back(std::move(u));
+  }
+}
+
+std::vector<Unit> make_units(const Collected& c, const std::map<int64_t, InstanceKernels>& by_instance) {
+  std::vector<Unit> units;
+  for (const auto& [id, ik] : by_instance) {
+    const InstanceRec& in = c.instances[static_cast<std::size_t>(id)];
+    Unit base;
+    base.instance = id;
+    base.device = ik.device;
+    base.step = ik.step;
+    if (c.format == TraceFormat::kKineto && in.op == "aten::convolution_backward") {
+      split_conv_backward(in, ik, std::move(base), units);
+      continue;
+    }
+    for (const KernelRec* k : ik.kernels) base.total_s += k->dur_s;
+    base.signature = in.signature;
+    if (!base.signature) base.dropped = in.unsigned_reason;
+    units.push_back(std::move(base));
+  }
+  return units;
+}
+
+// "53" when every step agrees, else the counts per step "53/53/52".
+std::string per_step_counts(const std::vector<std::size_t>& counts) {
+  if (counts.empty()) return "0";
+  std::string out;
+  const bool same = std::all_of(counts.begin(), counts.end(), [&](std::size_t n) { return n == counts.front(); });
+  for (std::size_t i = 0; i < counts.size() && (i == 0 || !same); ++i) {
+    if (i) out += '/';
+    out += std::to_string(counts[i]);
+  }
+  return out;
+}
+
+// Gives units without a signature the signature of the graph op at the same position: per step,
+// the i-th unit of (graph type, phase) in host order ↔ the i-th graph op of that type and phase in
+// op-id order, for the types whose counts agree in every step that launched kernels.
+void match_graph(const Collected& c, const OpGraph& graph, const std::vector<double>& step_kernel_s, std::vector<Unit>& units) {
+  std::map<std::pair<std::string, Phase>, std::vector<OpId>> graph_ops;
+  for (OpId id = 0; id < graph.num_ops(); ++id) graph_ops[{graph.op(id).type, graph.op(id).phase}].push_back(id);
+
+  const std::size_t num_steps = static_cast<std::size_t>(std::max(c.steps, 1));
+  std::map<std::pair<std::string, Phase>, std::vector<std::vector<Unit*>>> groups;
+  for (Unit& u : units) {
+    const InstanceRec& in = c.instances[static_cast<std::size_t>(u.instance)];
+    if (u.dropped == TraceDropReason::kUnsplittableBackward) continue;
+    const TorchToGraph* rule = graph_rule(in, u.part);
+    if (!rule) {
+      if (!u.signature && u.dropped == TraceDropReason::kNoShapes) u.dropped = TraceDropReason::kNoMapping;
+      continue;
+    }
+    u.graph_type = std::string(rule->graph_type);
+    const int step = c.steps == 0 ? 0 : u.step;
+    if (step < 0) {
+      if (!u.signature) u.dropped = TraceDropReason::kOutsideSteps;
+      continue;
+    }
+    auto& by_step = groups[{u.graph_type, rule->phase}];
+    by_step.resize(num_steps);
+    by_step[static_cast<std::size_t>(step)].push_back(&u);
+  }
+  for (auto& [key, by_step] : groups) {
+    const std::vector<OpId>& ops = graph_ops[key];
+    std::vector<std::size_t> counts;
+    for (std::size_t s = 0; s < by_step.size(); ++s)
+      if (c.steps == 0 || step_kernel_s[s] > 0) counts.push_back(by_step[s].size());
+    const bool agree = !ops.empty() && !counts.empty() &&
+                       std::all_of(counts.begin(), counts.end(), [&](std::size_t n) { return n == ops.size(); });
+    for (auto& step_units : by_step) {
+      std::stable_sort(step_units.begin(), step_units.end(), [&](const Unit* a, const Unit* b) {
+        const double ta = c.instances[static_cast<std::size_t>(a->instance)].ts;
+        const double tb = c.instances[static_cast<std::size_t>(b->instance)].ts;
+        return ta != tb ? ta < tb : a->part < b->part;
+      });
+      for (std::size_t i = 0; i < step_units.size(); ++i) {
+        Unit& u = *step_units[i];
+        if (u.signature) continue;  // shapes win
+        if (!agree) {
+          u.dropped = TraceDropReason::kCountMismatch;
+          u.detail = "trace " + per_step_counts(counts);
+          u.detail += " per step, graph ";
+          u.detail += std::to_string(ops.size());
+          continue;
+        }
+        const KernelSignature& sig = graph.op(ops[i]).kernel;
+        if (sig.cls == KernelClass::kNoop) continue;  // stays dropped (no mapping)
+        u.signature = sig;
+        u.dropped.reset();
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // From collected events to a calibration and a report.
 
-TraceImport build(const Collected& c, std::string_view origin, const TraceImportOptions& options) {
-  TraceImport out;
-  ImportReport& rep = out.report;
-  Calibration& cal = out.calibration;
-  rep.origin = std::string(origin);
-  rep.format = c.format;
-  rep.gpu_name = c.gpu_name;
-  rep.steps = c.steps;
-  rep.memsets = c.memsets;
-  cal.backend = "trace";
-  cal.host = c.host;
-  cal.created = c.created;
-
-  std::set<int64_t> ids;
-  for (const KernelRec& k : c.kernels)
-    if (!k.host) ids.insert(k.device);
-  for (const CopyRec& r : c.copies) {
-    if (r.device >= 0) ids.insert(r.device);
-    if (r.peer >= 0) ids.insert(r.peer);
+void summarise_usage(const Collected& c, const std::vector<Unit>& units, int busy_steps, ImportReport& rep) {
+  using Key = std::tuple<std::string, Phase, std::string, std::string, int, std::string>;
+  std::map<Key, TraceOpUsage> rows;
+  const double per_step = 1.0 / std::max(busy_steps, 1);
+  for (const Unit& u : units) {
+    const InstanceRec& in = c.instances[static_cast<std::size_t>(u.instance)];
+    const std::string cls = u.signature ? std::string(kernel_class_name(u.signature->cls)) : std::string();
+    std::string graph_type = u.dropped && *u.dropped != TraceDropReason::kCountMismatch ? std::string() : u.graph_type;
+    const int reason = u.dropped ? static_cast<int>(*u.dropped) : -1;
+    TraceOpUsage& row = rows[{in.op, in.phase, graph_type, cls, reason, u.detail}];
+    row.op = in.op;
+    row.phase = in.phase;
+    row.graph_type = graph_type;
+    row.kernel_class = cls;
+    row.dropped = u.dropped;
+    row.detail = u.detail;
+    ++row.instances;
+    row.kernel_s_per_step += u.total_s * per_step;
+    (u.signature ? rep.used_kernel_s_per_step : rep.dropped_kernel_s_per_step) += u.total_s * per_step;
   }
-  int64_t index = 0;
-  for (int64_t id : ids) rep.devices[id] = options.gpu_prefix + std::to_string(options.renumber_devices ? index++ : id);
-  auto device_name = [&](const KernelRec& k) { return k.host ? options.host_device : rep.devices.at(k.device); };
-
-  // Kernel totals and per-op-instance times.
-  rep.step_kernel_s.assign(static_cast<std::size_t>(std::max(c.steps, 0)), 0.0);
-  double in_steps = 0;
-  struct Instance {
-    std::string device, op;
-    std::optional<KernelSignature> sig;
-    double total_s = 0;
-    int64_t kernels = 0;
-  };
-  std::map<int64_t, Instance> instances;
-  std::map<std::string, TraceOpSummary> by_op;
-  for (const KernelRec& k : c.kernels) {
-    if (!k.host) {
-      ++rep.kernels;
-      rep.total_kernel_s += k.dur_s;
-      if (k.step >= 0 && k.step < c.steps) {
-        rep.step_kernel_s[static_cast<std::size_t>(k.step)] += k.dur_s;
-        in_steps += k.dur_s;
-      }
-    }
-    if (k.instance < 0) {
-      if (!k.host) ++rep.unattributed_kernels;
-      continue;
-    }
-    Instance& in = instances[k.instance];
-    if (in.kernels == 0) {
-      in.device = device_name(k);
-      in.op = k.op;
-      in.sig = k.signature;
-    }
-    in.total_s += k.dur_s;
-    ++in.kernels;
-  }
-  // Steps that launched nothing (the profiler's closing step marker) would dilute the mean.
-  int busy_steps = 0;
-  for (double s : rep.step_kernel_s) busy_steps += s > 0;
-  rep.kernel_time_per_step_s = busy_steps > 0 ? in_steps / busy_steps : rep.total_kernel_s;
-
-  std::map<std::string, std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>> times;
-  std::set<std::string> without;
-  for (const auto& [_, in] : instances) {
-    TraceOpSummary& s = by_op[in.op];
-    s.op = in.op;
-    ++s.calls;
-    s.kernels += in.kernels;
-    s.total_s += in.total_s;
-    if (in.sig && in.total_s > 0) {
-      ++s.with_signature;
-      times[in.device][*in.sig].push_back(in.total_s);
-    } else {
-      without.insert(in.op);
-    }
-  }
-  for (auto& [_, s] : by_op) rep.ops.push_back(s);
-  std::sort(rep.ops.begin(), rep.ops.end(), [](const TraceOpSummary& a, const TraceOpSummary& b) {
-    return a.total_s != b.total_s ? a.total_s > b.total_s : a.op < b.op;
+  for (auto& [_, row] : rows) rep.usage.push_back(std::move(row));
+  std::stable_sort(rep.usage.begin(), rep.usage.end(), [](const TraceOpUsage& a, const TraceOpUsage& b) {
+    if (a.dropped.has_value() != b.dropped.has_value()) return !a.dropped.has_value();
+    return a.kernel_s_per_step > b.kernel_s_per_step;
   });
-  rep.ops_without_signature.assign(without.begin(), without.end());
+}
 
-  // Copies: per (device, kind) for the report; HtoD / DtoH / PtoP become device-pair copy fits,
-  // DtoD becomes the copy kernel class of its device (a copy inside one device's memory).
+// Copies: per (device, kind) for the report; HtoD / DtoH / PtoP become device-pair copy fits,
+// DtoD becomes the copy kernel class of its device (a copy inside one device's memory).
+using SignatureTimes = std::map<std::string, std::unordered_map<KernelSignature, std::vector<double>, KernelSignatureHash>>;
+void summarise_copies(const Collected& c, const TraceImportOptions& options, ImportReport& rep, Calibration& cal,
+                      SignatureTimes& times) {
   std::map<std::pair<std::string, std::string>, std::vector<const CopyRec*>> groups;
   for (const CopyRec& r : c.copies)
     groups[{r.device >= 0 ? rep.devices.at(r.device) : std::string{}, r.kind}].push_back(&r);
@@ -622,7 +1149,97 @@ TraceImport build(const Collected& c, std::string_view origin, const TraceImport
     CopyCalibration cc{.src = key.first, .dst = key.second, .fit = fit_or_aggregate(samples, b, s, fitted), .samples = samples};
     if (cc.fit.bandwidth_Bps > 0) cal.copies.push_back(std::move(cc));
   }
+}
 
+TraceImport build(const Collected& c, std::string_view origin, const TraceImportOptions& options) {
+  TraceImport out;
+  ImportReport& rep = out.report;
+  Calibration& cal = out.calibration;
+  rep.origin = std::string(origin);
+  rep.format = c.format;
+  rep.gpu_name = c.gpu_name;
+  rep.steps = c.steps;
+  rep.memsets = c.memsets;
+  cal.backend = "trace";
+  cal.host = c.host;
+  cal.created = c.created;
+
+  std::set<int64_t> ids;
+  for (const KernelRec& k : c.kernels)
+    if (!k.host) ids.insert(k.device);
+  for (const CopyRec& r : c.copies) {
+    if (r.device >= 0) ids.insert(r.device);
+    if (r.peer >= 0) ids.insert(r.peer);
+  }
+  int64_t index = 0;
+  for (int64_t id : ids) rep.devices[id] = options.gpu_prefix + std::to_string(options.renumber_devices ? index++ : id);
+  auto device_name = [&](const KernelRec& k) { return k.host ? options.host_device : rep.devices.at(k.device); };
+
+  // Kernel totals and the kernels of each op instance.
+  rep.step_kernel_s.assign(static_cast<std::size_t>(std::max(c.steps, 0)), 0.0);
+  double in_steps = 0;
+  std::map<int64_t, InstanceKernels> by_instance;
+  for (const KernelRec& k : c.kernels) {
+    if (!k.host) {
+      ++rep.kernels;
+      rep.total_kernel_s += k.dur_s;
+      if (k.step >= 0 && k.step < c.steps) {
+        rep.step_kernel_s[static_cast<std::size_t>(k.step)] += k.dur_s;
+        in_steps += k.dur_s;
+      }
+    }
+    if (k.instance < 0) {
+      if (!k.host) ++rep.unattributed_kernels;
+      continue;
+    }
+    InstanceKernels& ik = by_instance[k.instance];
+    if (ik.kernels.empty()) {
+      ik.device = device_name(k);
+      ik.step = k.step;
+    }
+    ik.kernels.push_back(&k);
+  }
+  for (auto& [_, ik] : by_instance)
+    std::stable_sort(ik.kernels.begin(), ik.kernels.end(),
+                     [](const KernelRec* a, const KernelRec* b) { return a->launch_ts < b->launch_ts; });
+  // Steps that launched nothing (the profiler's closing step marker) would dilute the mean.
+  int busy_steps = 0;
+  for (double s : rep.step_kernel_s) busy_steps += s > 0;
+  rep.kernel_time_per_step_s = busy_steps > 0 ? in_steps / busy_steps : rep.total_kernel_s;
+
+  std::vector<Unit> units = make_units(c, by_instance);
+  if (c.format == TraceFormat::kKineto && options.graph) match_graph(c, *options.graph, rep.step_kernel_s, units);
+  summarise_usage(c, units, busy_steps, rep);
+
+  SignatureTimes times;
+  std::map<std::string, TraceOpSummary> by_op;
+  std::set<std::string> without;
+  std::set<int64_t> signed_instances;
+  for (const Unit& u : units) {
+    const InstanceRec& in = c.instances[static_cast<std::size_t>(u.instance)];
+    if (u.signature && u.total_s > 0) {
+      times[u.device][*u.signature].push_back(u.total_s);
+      signed_instances.insert(u.instance);
+    } else {
+      without.insert(in.op);
+    }
+  }
+  for (const auto& [id, ik] : by_instance) {
+    const InstanceRec& in = c.instances[static_cast<std::size_t>(id)];
+    TraceOpSummary& s = by_op[in.op];
+    s.op = in.op;
+    ++s.calls;
+    s.kernels += static_cast<int64_t>(ik.kernels.size());
+    for (const KernelRec* k : ik.kernels) s.total_s += k->dur_s;
+    s.with_signature += signed_instances.count(id) ? 1 : 0;
+  }
+  for (auto& [_, s] : by_op) rep.ops.push_back(s);
+  std::sort(rep.ops.begin(), rep.ops.end(), [](const TraceOpSummary& a, const TraceOpSummary& b) {
+    return a.total_s != b.total_s ? a.total_s > b.total_s : a.op < b.op;
+  });
+  rep.ops_without_signature.assign(without.begin(), without.end());
+
+  summarise_copies(c, options, rep, cal, times);
   for (auto& [dev, sigs] : times) {
     DeviceCalibration d;
     d.device = dev;
@@ -671,62 +1288,41 @@ std::optional<std::string> memcpy_kind(std::string_view name) {
 
 std::optional<KernelSignature> signature_for_torch_op(std::string_view op, std::span<const std::vector<int64_t>> dims,
                                                       std::span<const std::string> concrete) {
-  auto rank = [&](std::size_t i) { return i < dims.size() ? dims[i].size() : std::size_t{0}; };
-  auto positive = [](const std::vector<int64_t>& v) {
-    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
-  };
-  for (const auto& d : dims)
-    if (!positive(d)) return std::nullopt;  // empty tensors launch nothing worth a signature
+  TraceDropReason why = TraceDropReason::kNoMapping;
+  return torch_signature(op, dims, concrete, why);
+}
 
-  if (op == "aten::mm" && rank(0) == 2 && rank(1) == 2 && dims[0][1] == dims[1][0])
-    return KernelSignature::gemm(dims[0][0], dims[1][1], dims[0][1]);
-  if (op == "aten::addmm" && rank(1) == 2 && rank(2) == 2 && dims[1][1] == dims[2][0])
-    return KernelSignature::gemm(dims[1][0], dims[2][1], dims[1][1]);
-  if (op == "aten::bmm" && rank(0) == 3 && rank(1) == 3 && dims[0][0] == dims[1][0] && dims[0][2] == dims[1][1])
-    return KernelSignature::gemm(dims[0][1], dims[1][2], dims[0][2], dims[0][0]);
-  if (op == "aten::baddbmm" && rank(1) == 3 && rank(2) == 3 && dims[1][0] == dims[2][0] && dims[1][2] == dims[2][1])
-    return KernelSignature::gemm(dims[1][1], dims[2][2], dims[1][2], dims[1][0]);
-  if (op == "aten::matmul" && rank(0) >= 2 && rank(1) == 2 && dims[0].back() == dims[1][0]) {
-    // Leading dimensions of the left operand fold into the rows (one GEMM).
-    const int64_t k = dims[0].back();
-    return KernelSignature::gemm(product(dims[0]) / k, dims[1][1], k);
+std::optional<ConvBackwardSignatures> conv_backward_signatures(std::span<const std::vector<int64_t>> dims,
+                                                               std::span<const std::string> concrete) {
+  // convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+  // transposed, output_padding, groups, output_mask)
+  if (dims.size() < 3 || dims[1].size() != 4 || dims[2].size() != 4) return std::nullopt;
+  const auto mask = concrete_bools(concrete, 10);
+  if (!mask || mask->size() < 2) return std::nullopt;
+  TraceDropReason why = TraceDropReason::kNoMapping;
+  const ConvArgs args{4, 5, 6, 9, 7};
+  ConvBackwardSignatures out;
+  if ((*mask)[0]) {
+    out.input_grad = conv_signature(KernelClass::kConv2DBackpropInput, dims[1], dims[2], concrete, args, why);
+    if (!out.input_grad) return std::nullopt;
   }
-  if (op == "aten::matmul" && rank(0) == 3 && rank(1) == 3 && dims[0][0] == dims[1][0] && dims[0][2] == dims[1][1])
-    return KernelSignature::gemm(dims[0][1], dims[1][2], dims[0][2], dims[0][0]);
-  if (op == "aten::linear" && rank(0) >= 1 && rank(1) == 2 && dims[0].back() == dims[1][1]) {
-    const int64_t k = dims[0].back();
-    return KernelSignature::gemm(product(dims[0]) / k, dims[1][0], k);
+  if ((*mask)[1]) {
+    out.filter_grad = conv_signature(KernelClass::kConv2DBackpropFilter, dims[1], dims[2], concrete, args, why);
+    if (!out.filter_grad) return std::nullopt;
   }
-  if ((op == "aten::conv2d" || op == "aten::convolution" || op == "aten::_convolution" ||
-       op == "aten::cudnn_convolution") &&
-      rank(0) == 4 && rank(1) == 4 && dims[0][1] == dims[1][1]) {
-    // conv2d(input, weight, bias, stride, padding, dilation, groups); the others share the first
-    // five positions. dims[0][1] == dims[1][1] means groups == 1 (a grouped conv has C/groups).
-    const int64_t stride = concrete_first(concrete, 3, 1);
-    const int64_t pad = concrete_first(concrete, 4, 0);
-    if (stride < 1 || pad < 0) return std::nullopt;
-    return KernelSignature::conv2d(KernelClass::kConv2D, dims[0][0], dims[0][1], dims[0][2], dims[0][3], dims[1][0],
-                                   dims[1][2], dims[1][3], stride, pad);
+  return out;
+}
+
+std::string_view trace_drop_reason_text(TraceDropReason reason) {
+  switch (reason) {
+    case TraceDropReason::kNoShapes: return "no shapes recorded";
+    case TraceDropReason::kStrideNotRecorded: return "stride/padding not recorded";
+    case TraceDropReason::kNoMapping: return "no mapping";
+    case TraceDropReason::kCountMismatch: return "count mismatch with the graph";
+    case TraceDropReason::kUnsplittableBackward: return "unsplittable backward";
+    case TraceDropReason::kOutsideSteps: return "outside profiler steps";
   }
-  if ((op == "aten::softmax" || op == "aten::_softmax" || op == "aten::log_softmax" || op == "aten::_log_softmax") &&
-      rank(0) >= 1) {
-    const int64_t cols = dims[0].back();
-    return KernelSignature::softmax(product(dims[0]) / cols, cols);
-  }
-  if (op == "aten::embedding" && rank(0) == 2 && rank(1) >= 1)
-    return KernelSignature::embedding(dims[0][0], dims[0][1], product(dims[1]));
-  if (elementwise_ops().count(op)) {
-    int64_t elements = 0, inputs = 0;
-    for (const auto& d : dims)
-      if (!d.empty()) {
-        elements = std::max(elements, product(d));
-        ++inputs;
-      }
-    if (elements == 0) return std::nullopt;
-    // copy_ and fill_ read at most one tensor; a fill reads none but still writes every element.
-    return KernelSignature::elementwise(elements, std::max<int64_t>(1, op == "aten::copy_" ? 1 : inputs));
-  }
-  return std::nullopt;
+  return "?";
 }
 
 std::string read_maybe_gzip(const std::filesystem::path& path) {
@@ -805,24 +1401,31 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
 
   TraceFormat format = options.format;
   if (format == TraceFormat::kAuto) {
-    static const std::set<std::string, std::less<>> kineto_cats = {"kernel", "cpu_op", "cuda_runtime", "gpu_memcpy",
-                                                                    "user_annotation", "cuda_driver"};
     bool kineto = false, tf = false;
+    std::map<std::string, int64_t> categories;
     for (const json& e : *events) {
       if (!e.is_object()) continue;
-      if (kineto_cats.count(arg_string(e, "cat"))) {
-        kineto = true;
-        break;
-      }
+      const std::string cat = arg_string(e, "cat");
+      if (e.value("ph", "") == "X") ++categories[cat];
+      const KinetoCat k = kineto_category(cat);
+      if (k != KinetoCat::kIgnored && k != KinetoCat::kUnknown) kineto = true;
       if (e.value("ph", "") == "M" && e.contains("args") && arg_string(e["args"], "name").find("/device:") != std::string::npos)
         tf = true;
       if (e.contains("args") && e["args"].is_object() && e["args"].contains("op")) tf = true;
     }
     if (kineto) format = TraceFormat::kKineto;
     else if (tf) format = TraceFormat::kTensorFlow;
-    else fail(origin, 1, "traceEvents: neither PyTorch profiler (Kineto) nor TensorFlow timeline events found");
+    else
+      fail(origin, 1,
+           "traceEvents: neither PyTorch profiler (Kineto) nor TensorFlow timeline events found (complete \"X\" "
+           "events by category: " +
+               counts_text(categories) +
+               "); expected Kineto categories kernel, cuda_runtime, cpu_op, user_annotation, gpu_memcpy (PyTorch "
+               ">= 1.9) or Kernel, Runtime, Operator, Memcpy (1.8), or a TensorFlow timeline (process names "
+               "\"/device:GPU:0 …\", args.op)");
   }
-  Collected c = format == TraceFormat::kKineto ? collect_kineto(root, *events) : collect_tensorflow(*events, options);
+  Collected c = format == TraceFormat::kKineto ? collect_kineto(root, *events, origin)
+                                               : collect_tensorflow(*events, options, origin);
   return build(c, origin, options);
 }
 
@@ -847,9 +1450,65 @@ std::string ImportReport::brief() const {
     o << "\n";
   }
   if (memsets) o << "  memsets: " << memsets << "\n";
-  o << "  signatures measured: " << signatures << "; op types without signature: " << ops_without_signature.size()
-    << "\n";
+  o << "  signatures measured: " << signatures << "; kernel time per step with a signature "
+    << format_seconds(used_kernel_s_per_step) << ", without " << format_seconds(dropped_kernel_s_per_step) << "\n";
   return o.str();
+}
+
+std::string ImportReport::usage_table(std::size_t max_rows) const {
+  // op | phase | used as / dropped because | instances | ms per step
+  std::vector<std::array<std::string, 5>> lines;
+  lines.push_back({"op", "phase", "used as / dropped because", "instances", "ms/step"});
+  double rest_s = 0;
+  int64_t rest_instances = 0;
+  std::size_t rest_rows = 0;
+  for (std::size_t i = 0; i < usage.size(); ++i) {
+    const TraceOpUsage& u = usage[i];
+    if (i >= max_rows) {
+      rest_s += u.kernel_s_per_step;
+      rest_instances += u.instances;
+      ++rest_rows;
+      continue;
+    }
+    std::string how;
+    if (!u.dropped) {
+      how = u.graph_type.empty() ? std::string("shapes -> ") : u.graph_type + " -> ";
+      how += u.kernel_class;
+    } else {
+      how = "DROPPED: ";
+      how += trace_drop_reason_text(*u.dropped);
+      if (!u.graph_type.empty()) how += " (" + u.graph_type + ")";
+      if (!u.detail.empty()) how += ": " + u.detail;
+    }
+    std::ostringstream ms;
+    ms.setf(std::ios::fixed);
+    ms.precision(3);
+    ms << u.kernel_s_per_step * 1e3;
+    lines.push_back({u.op, std::string(phase_name(u.phase)), how, std::to_string(u.instances), ms.str()});
+  }
+  if (rest_rows) {
+    std::ostringstream ms;
+    ms.setf(std::ios::fixed);
+    ms.precision(3);
+    ms << rest_s * 1e3;
+    lines.push_back({"(" + std::to_string(rest_rows) + " more rows)", "", "", std::to_string(rest_instances), ms.str()});
+  }
+  std::array<std::size_t, 5> width{};
+  for (const auto& l : lines)
+    for (std::size_t c = 0; c < l.size(); ++c) width[c] = std::max(width[c], l[c].size());
+  std::string out;
+  for (const auto& l : lines) {
+    out += "  ";
+    for (std::size_t c = 0; c < l.size(); ++c) {
+      const std::size_t pad = width[c] - l[c].size();
+      if (c >= 3) out.append(pad, ' ');  // numbers right-aligned
+      out += l[c];
+      if (c < 3) out.append(pad, ' ');
+      if (c + 1 < l.size()) out += "  ";
+    }
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace placelab

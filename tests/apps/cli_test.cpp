@@ -55,6 +55,47 @@ TEST_F(Cli, CalibrateRejectsABadInSituStepCountBeforeMeasuring) {
   EXPECT_FALSE(fs::exists(dir_ / "never.yaml"));
 }
 
+// A PyTorch 1.8 trace (capitalised Kineto categories, "Input dims"): the usage table says what fed
+// the calibration; --json carries the same rows; a file of no known schema exits 2 naming what it
+// holds.
+TEST_F(Cli, CalibrateFromAnOldKinetoTracePrintsTheUsageTable) {
+  const std::string trace = write("pt18.json", R"j({"traceEvents": [
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100, "dur": 800},
+    {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 110, "dur": 200,
+     "args": {"Input dims": [[32, 64], [64, 128]], "External id": 5}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 120, "dur": 5,
+     "args": {"correlation": 9, "external id": 5}},
+    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_32x32", "pid": 0, "tid": "stream 7", "ts": 1130, "dur": 30,
+     "args": {"device": 0, "correlation": 9, "external id": 5}},
+    {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 400, "dur": 200,
+     "args": {"Input dims": [[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], []], "External id": 6}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 410, "dur": 5,
+     "args": {"correlation": 10, "external id": 6}},
+    {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0, "tid": "stream 7", "ts": 1200, "dur": 70,
+     "args": {"device": 0, "correlation": 10, "external id": 6}}
+  ]})j");
+  const std::string out = (dir_ / "gpu.yaml").string();
+  CliResult r = placelab("calibrate --backend trace --trace " + trace + " --machine dgx1 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("shapes -> gemm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DROPPED: stride/padding not recorded"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(out));
+
+  r = placelab("calibrate --backend trace --json --trace " + trace + " --machine dgx1 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["usage"].size(), 2u);
+  EXPECT_EQ(j["usage"][0]["op"], "aten::mm");
+  EXPECT_EQ(j["usage"][0]["used"], true);
+  EXPECT_EQ(j["usage"][1]["dropped"], "stride/padding not recorded");
+  EXPECT_NEAR(j["usage"][1]["kernel_s_per_step"].get<double>(), 70e-6, 1e-12);
+
+  const std::string odd = write("odd.json", R"({"traceEvents": [{"ph": "X", "cat": "Stuff", "name": "a"}]})");
+  r = placelab("calibrate --backend trace --trace " + odd + " --machine dgx1 --out " + out);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("Stuff 1"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, NoCommandIsAUsageError) { EXPECT_EQ(placelab("").status, 2); }
 
 TEST_F(Cli, MachinesListsEveryPreset) {

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -255,18 +257,320 @@ TEST(TraceImport, TorchOpsMapToSignatures) {
   EXPECT_EQ(sig("aten::conv2d", {{8, 3, 32, 32}, {16, 3, 5, 5}, {16}, {}, {}, {}, {}},
                 {"", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"}),
             KernelSignature::conv2d(KernelClass::kConv2D, 8, 3, 32, 32, 16, 5, 5, 2, 1));
-  EXPECT_EQ(sig("aten::conv2d", {{8, 3, 32, 32}, {16, 3, 5, 5}}),
-            KernelSignature::conv2d(KernelClass::kConv2D, 8, 3, 32, 32, 16, 5, 5, 1, 0));
+  // No concrete inputs: stride and padding unknown, so no signature (never PyTorch's defaults).
+  EXPECT_EQ(sig("aten::conv2d", {{8, 3, 32, 32}, {16, 3, 5, 5}}), std::nullopt);
+  EXPECT_EQ(sig("aten::conv2d", {{8, 3, 32, 32}, {16, 3, 5, 5}, {16}, {}, {}, {}, {}},
+                {"", "", "", "[2, 1]", "[1, 1]", "[1, 1]", "1"}),
+            std::nullopt);  // asymmetric stride
+  EXPECT_EQ(sig("aten::cudnn_convolution", {{8, 3, 32, 32}, {16, 3, 5, 5}, {}, {}, {}, {}},
+                {"", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"}),
+            KernelSignature::conv2d(KernelClass::kConv2D, 8, 3, 32, 32, 16, 5, 5, 1, 2));
+  // The builder's signatures of the TensorFlow counterparts.
+  EXPECT_EQ(sig("aten::batch_norm", {{8, 16, 4, 4}, {16}, {16}, {16}, {16}}), KernelSignature::elementwise(2048, 2));
+  EXPECT_EQ(sig("aten::cudnn_batch_norm_backward", {{8, 16, 4, 4}, {8, 16, 4, 4}, {16}}),
+            KernelSignature::elementwise(2048, 3));
+  EXPECT_EQ(sig("aten::max_pool2d", {{8, 16, 32, 32}, {}, {}, {}, {}, {}}, {"", "[3, 3]", "[2, 2]", "[1, 1]", "[1, 1]", "False"}),
+            KernelSignature::reduction(8 * 16 * 16 * 16 * 9, 8 * 16 * 16 * 16));
+  EXPECT_EQ(sig("aten::max_pool2d", {{8, 16, 32, 32}}), std::nullopt);  // window not recorded
+  EXPECT_EQ(sig("aten::avg_pool2d", {{8, 16, 32, 32}}, {"", "[2, 2]", "[]", "[0, 0]", "False", "True", ""}),
+            KernelSignature::reduction(8 * 16 * 16 * 16 * 4, 8 * 16 * 16 * 16));
+  EXPECT_EQ(sig("aten::adaptive_avg_pool2d", {{8, 16, 7, 7}, {}}, {"", "[1, 1]"}), KernelSignature::reduction(8 * 16 * 49, 128));
+  EXPECT_EQ(sig("aten::max_pool2d_with_indices_backward", {{8, 16, 16, 16}, {8, 16, 32, 32}}),
+            KernelSignature::elementwise(8 * 16 * 32 * 32, 3));
+  EXPECT_EQ(sig("aten::_adaptive_avg_pool2d_backward", {{8, 16, 1, 1}, {8, 16, 7, 7}}), KernelSignature::elementwise(8 * 16 * 49, 1));
+  EXPECT_EQ(sig("aten::threshold_backward", {{8, 16}, {8, 16}, {}}), KernelSignature::elementwise(128, 2));
+  EXPECT_EQ(sig("aten::_log_softmax_backward_data", {{32, 10}, {32, 10}, {}, {}}), KernelSignature::elementwise(320, 2));
+  // convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+  // transposed, output_padding, groups, output_mask): both gradients signed like the forward.
+  const std::vector<std::vector<int64_t>> bwd_dims = {{8, 16, 16, 16}, {8, 3, 32, 32}, {16, 3, 3, 3}};
+  const std::vector<std::string> bwd_concrete = {"", "", "", "[0]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1",
+                                                 "[True, True, False]"};
+  auto bwd = conv_backward_signatures(bwd_dims, bwd_concrete);
+  ASSERT_TRUE(bwd.has_value());
+  EXPECT_EQ(bwd->input_grad, KernelSignature::conv2d(KernelClass::kConv2DBackpropInput, 8, 3, 32, 32, 16, 3, 3, 2, 1));
+  EXPECT_EQ(bwd->filter_grad, KernelSignature::conv2d(KernelClass::kConv2DBackpropFilter, 8, 3, 32, 32, 16, 3, 3, 2, 1));
+  std::vector<std::string> first_layer = bwd_concrete;
+  first_layer[10] = "[False, True, False]";
+  bwd = conv_backward_signatures(bwd_dims, first_layer);
+  ASSERT_TRUE(bwd.has_value());
+  EXPECT_FALSE(bwd->input_grad.has_value());
+  EXPECT_TRUE(bwd->filter_grad.has_value());
+  EXPECT_FALSE(conv_backward_signatures(bwd_dims, {}).has_value());  // nothing concrete recorded
   EXPECT_EQ(sig("aten::conv2d", {{8, 4, 32, 32}, {16, 2, 3, 3}}), std::nullopt);  // grouped
   EXPECT_EQ(sig("aten::softmax", {{4, 6, 100}, {}, {}}), KernelSignature::softmax(24, 100));
   EXPECT_EQ(sig("aten::embedding", {{1000, 64}, {8, 20}}), KernelSignature::embedding(1000, 64, 160));
   EXPECT_EQ(sig("aten::add_", {{128}, {128}, {}}), KernelSignature::elementwise(128, 2));
   EXPECT_EQ(sig("aten::mul", {{4, 32}, {}}), KernelSignature::elementwise(128, 1));
   EXPECT_EQ(sig("aten::mm", {{8, 16}, {17, 32}}), std::nullopt);  // inner dimensions disagree
-  EXPECT_EQ(sig("aten::max_pool2d", {{8, 3, 32, 32}}), std::nullopt);
   EXPECT_EQ(memcpy_kind("Memcpy PtoP (Device -> Device)"), "PtoP");
   EXPECT_EQ(memcpy_kind("MEMCPYDtoH"), "DtoH");
   EXPECT_EQ(memcpy_kind("Memset (Device)"), std::nullopt);
+}
+
+// Builds Kineto-style traces event by event: host events (ops, annotations, launches) on a thread,
+// and GPU kernels linked to their launch by correlation id. Times in µs.
+class TraceWriter {
+ public:
+  explicit TraceWriter(std::string kernel_cat = "kernel", std::string runtime_cat = "cuda_runtime")
+      : kernel_cat_(std::move(kernel_cat)), runtime_cat_(std::move(runtime_cat)) {}
+  void host(const std::string& cat, const std::string& name, int tid, double ts, double dur, const std::string& args = "") {
+    add(cat, name, tid, ts, dur, args);
+  }
+  // A launch at `ts` on `tid` and its kernel `name` (on the GPU at ts + 1000, `dur` µs).
+  void launch(const std::string& name, int tid, double ts, double dur, const std::string& extra_args = "") {
+    ++corr_;
+    std::string corr = "\"correlation\": " + std::to_string(corr_);
+    add(runtime_cat_, "cudaLaunchKernel", tid, ts, 1, corr + extra_args);
+    events_.push_back("{\"ph\": \"X\", \"cat\": \"" + kernel_cat_ + "\", \"name\": \"" + name +
+                      "\", \"pid\": 0, \"tid\": \"stream 7\", \"ts\": " + std::to_string(ts + 1000) +
+                      ", \"dur\": " + std::to_string(dur) + ", \"args\": {\"device\": 0, " + corr + extra_args + "}}");
+  }
+  void raw(const std::string& event) { events_.push_back(event); }
+  std::string json() const {
+    std::string out = "{\"deviceProperties\": [{\"id\": 0, \"name\": \"Fixture GPU\"}], \"traceEvents\": [\n";
+    for (std::size_t i = 0; i < events_.size(); ++i) out += (i ? ",\n" : "") + events_[i];
+    return out + "\n]}";
+  }
+
+ private:
+  void add(const std::string& cat, const std::string& name, int tid, double ts, double dur, const std::string& args) {
+    std::string e = "{\"ph\": \"X\", \"cat\": \"" + cat + "\", \"name\": \"" + name + "\", \"pid\": 1, \"tid\": " +
+                    std::to_string(tid) + ", \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur);
+    if (!args.empty()) e += ", \"args\": {" + args + "}";
+    events_.push_back(e + "}");
+  }
+  std::string kernel_cat_, runtime_cat_;
+  std::vector<std::string> events_;
+  int corr_ = 0;
+};
+
+const TraceOpUsage* find_usage(const ImportReport& r, const std::string& op, const std::string& graph_type = "",
+                               std::optional<TraceDropReason> dropped = std::nullopt) {
+  for (const TraceOpUsage& u : r.usage)
+    if (u.op == op && (graph_type.empty() || u.graph_type == graph_type) && u.dropped == dropped) return &u;
+  return nullptr;
+}
+
+// PyTorch 1.8's Kineto (libkineto/src/output_json.cpp before 2021-11): capitalised categories,
+// "Input dims", "external id"; plus the categories every reader must step over (Trace, User,
+// python_function around the ops, gpu_user_annotation, cuda_driver launches).
+TEST(TraceImport, ReadsThePyTorch18Schema) {
+  TraceWriter w("Kernel", "Runtime");
+  w.raw(R"j({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 9000})j");
+  w.host("Operator", "ProfilerStep#1", 1, 100, 800);
+  w.host("python_function", "nn/modules/linear.py(93): forward", 1, 105, 300);
+  w.host("Operator", "aten::linear", 1, 110, 200, R"("Input dims": [[32, 64], [128, 64], [128]], "External id": 5)");
+  w.host("Operator", "aten::addmm", 1, 120, 150, R"("Input dims": [[128], [32, 64], [64, 128], [], []], "External id": 6)");
+  w.launch("sgemm_32x32", 1, 130, 30, R"(, "external id": 6)");
+  // A launch on a thread without ops (a 1.8 trace's runtime rows can sit apart): "external id" links it.
+  w.launch("gemm_epilogue", 9, 140, 10, R"(, "external id": 6)");
+  w.host("Operator", "aten::relu", 1, 400, 50, R"("Input dims": [[32, 128]], "External id": 7)");
+  w.launch("relu_kernel", 1, 410, 4);
+  w.raw(R"j({"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": "stream 7", "ts": 1600, "dur": 2, "args": {"device": 0, "correlation": 77, "external id": 0, "bytes": 4096}})j");
+  w.raw(R"j({"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 1610, "dur": 1, "args": {"device": 0}})j");
+  w.raw(R"j({"ph": "X", "cat": "User", "name": "ProfilerStep#1", "pid": 0, "tid": "stream 7 user", "ts": 1100, "dur": 500, "args": {"External id": 1}})j");
+  w.raw(R"j({"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 1100, "dur": 500})j");
+  const TraceImport t = import_trace_text(w.json(), "pt18.json");
+  const ImportReport& r = t.report;
+  EXPECT_EQ(r.format, TraceFormat::kKineto);
+  EXPECT_EQ(r.kernels, 3);
+  EXPECT_EQ(r.unattributed_kernels, 0);
+  EXPECT_EQ(r.steps, 1);
+  EXPECT_EQ(r.memsets, 1);
+  ASSERT_EQ(r.copies.size(), 1u);
+  EXPECT_EQ(r.copies[0].bytes, 4096);
+  const DeviceCalibration* d = t.calibration.find_device("gpu:0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NEAR(d->kernel_times_s.at(KernelSignature::gemm(32, 128, 64)), 40e-6, 1e-12);  // both kernels of linear
+  EXPECT_NEAR(d->kernel_times_s.at(KernelSignature::elementwise(32 * 128, 1)), 4e-6, 1e-12);
+  const TraceOpUsage* linear = find_usage(r, "aten::linear");
+  ASSERT_NE(linear, nullptr);
+  EXPECT_EQ(linear->kernel_class, "gemm");
+  EXPECT_EQ(linear->phase, Phase::kForward);
+}
+
+// Forward on the main thread, backward on the autograd thread, an optimizer step: phases, the
+// convolution backward split at its first wgrad kernel, and what cannot be split.
+std::string backward_fixture(bool concrete) {
+  const std::string conv_args =
+      R"("Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], []])" +
+      std::string(concrete ? R"(, "Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"])" : "");
+  const std::string bwd_args =
+      R"("Input Dims": [[8, 16, 16, 16], [8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], [], []])" +
+      std::string(concrete ? R"(, "Concrete Inputs": ["", "", "", "[0]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"])"
+                           : "");
+  TraceWriter w;
+  w.host("user_annotation", "ProfilerStep#3", 1, 0, 5000);
+  w.host("cpu_op", "aten::conv2d", 1, 10, 100, conv_args);
+  w.host("cpu_op", "aten::convolution", 1, 12, 90);
+  w.launch("implicit_convolve_sgemm", 1, 20, 50);
+  w.host("cpu_op", "aten::relu_", 1, 200, 20, R"("Input Dims": [[8, 16, 16, 16]])");
+  w.launch("relu_kernel", 1, 205, 5);
+  // Backward, on thread 2.
+  w.host("cpu_op", "autograd::engine::evaluate_function: ReluBackward0", 2, 1000, 100);
+  w.host("cpu_op", "ReluBackward0", 2, 1001, 98);
+  w.host("cpu_op", "aten::threshold_backward", 2, 1002, 96, R"("Input Dims": [[8, 16, 16, 16], [8, 16, 16, 16], []])");
+  w.launch("threshold_kernel", 2, 1010, 6);
+  w.host("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, 1200, 300);
+  w.host("cpu_op", "ConvolutionBackward0", 2, 1201, 298);
+  w.host("cpu_op", "aten::convolution_backward", 2, 1202, 296, bwd_args);
+  w.launch("cudnn::ops::scalePackedTensor_kernel", 2, 1210, 2);
+  w.launch("dgrad_engine", 2, 1220, 10);
+  w.launch("sm70_xmma_wgrad_implicit_gemm", 2, 1230, 20);
+  w.launch("splitKreduce_kernel", 2, 1240, 5);  // after the wgrad kernel: weight gradient
+  // A second convolution backward whose kernels name no gradient: cannot be split.
+  w.host("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, 1600, 300);
+  w.host("cpu_op", "ConvolutionBackward0", 2, 1601, 298);
+  w.host("cpu_op", "aten::convolution_backward", 2, 1602, 296, bwd_args);
+  w.launch("volta_sgemm_64x64_nt", 2, 1610, 7);
+  w.launch("volta_sgemm_64x64_tn", 2, 1620, 8);
+  // The update.
+  w.host("user_annotation", "Optimizer.step#SGD.step", 1, 3000, 500);
+  w.host("cpu_op", "aten::_foreach_add_", 1, 3010, 100);
+  w.launch("multi_tensor_apply_kernel", 1, 3020, 9);
+  return w.json();
+}
+
+TEST(TraceImport, BackwardOpsAreAttributedSignedAndSplit) {
+  const TraceImport t = import_trace_text(backward_fixture(true), "bwd.json");
+  const ImportReport& r = t.report;
+  EXPECT_EQ(r.unattributed_kernels, 0);
+  const DeviceCalibration* d = t.calibration.find_device("gpu:0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NEAR(d->kernel_times_s.at(KernelSignature::conv2d(KernelClass::kConv2D, 8, 3, 32, 32, 16, 3, 3, 2, 1)), 50e-6, 1e-12);
+  // Input gradient: the kernels before the first wgrad one (2 + 10 µs); weight gradient: the rest
+  // (20 + 5 µs). The unsplittable instance adds to neither.
+  EXPECT_NEAR(d->kernel_times_s.at(KernelSignature::conv2d(KernelClass::kConv2DBackpropInput, 8, 3, 32, 32, 16, 3, 3, 2, 1)),
+              12e-6, 1e-12);
+  EXPECT_NEAR(d->kernel_times_s.at(KernelSignature::conv2d(KernelClass::kConv2DBackpropFilter, 8, 3, 32, 32, 16, 3, 3, 2, 1)),
+              25e-6, 1e-12);
+  EXPECT_NEAR(d->kernel_times_s.at(KernelSignature::elementwise(8 * 16 * 16 * 16, 2)), 6e-6, 1e-12);  // ReluGrad
+
+  const TraceOpUsage* split = find_usage(r, "aten::convolution_backward", "", TraceDropReason::kUnsplittableBackward);
+  ASSERT_NE(split, nullptr);
+  EXPECT_EQ(split->instances, 1);
+  EXPECT_EQ(split->phase, Phase::kBackward);
+  EXPECT_NEAR(split->kernel_s_per_step, 15e-6, 1e-12);
+  const TraceOpUsage* relu_grad = find_usage(r, "aten::threshold_backward");
+  ASSERT_NE(relu_grad, nullptr);
+  EXPECT_EQ(relu_grad->phase, Phase::kBackward);
+  const TraceOpUsage* update = find_usage(r, "aten::_foreach_add_", "", TraceDropReason::kNoShapes);
+  ASSERT_NE(update, nullptr);
+  EXPECT_EQ(update->phase, Phase::kUpdate);
+  EXPECT_NE(r.usage_table().find("unsplittable backward"), std::string::npos) << r.usage_table();
+}
+
+// The same trace without "Concrete Inputs": nothing guessed, and the report says why.
+TEST(TraceImport, ConvolutionsWithoutConcreteInputsAreCountedNotGuessed) {
+  const TraceImport t = import_trace_text(backward_fixture(false), "bwd.json");
+  const ImportReport& r = t.report;
+  const TraceOpUsage* conv = find_usage(r, "aten::conv2d", "", TraceDropReason::kStrideNotRecorded);
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->instances, 1);
+  EXPECT_NEAR(conv->kernel_s_per_step, 50e-6, 1e-12);
+  const TraceOpUsage* bwd = find_usage(r, "aten::convolution_backward", "", TraceDropReason::kStrideNotRecorded);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->instances, 2);  // the input and the weight gradient of the splittable instance
+  for (const auto& [sig, s] : t.calibration.find_device("gpu:0")->kernel_times_s)
+    EXPECT_NE(sig.cls, KernelClass::kConv2D) << to_string(sig);
+  EXPECT_NE(r.usage_table().find("stride/padding not recorded"), std::string::npos);
+}
+
+// Graph-guided signatures for a trace without shapes: two steps of a two-conv network. Per step
+// the i-th aten::conv2d is the graph's i-th Conv2D; the convolution backward splits into the
+// graph's one Conv2DBackpropInput (the first layer's input needs none) and two
+// Conv2DBackpropFilter; one relu in the trace against two Relu in the graph drops the type.
+std::string graph_fixture() {
+  TraceWriter w;
+  for (int step = 0; step < 2; ++step) {
+    const double t0 = step * 10000.0;
+    w.host("user_annotation", "ProfilerStep#" + std::to_string(step), 1, t0, 9000);
+    w.host("cpu_op", "aten::conv2d", 1, t0 + 10, 50);
+    w.launch("conv_a", 1, t0 + 20, 100 + step * 10);  // 100 then 110 µs: median 105
+    w.host("cpu_op", "aten::relu_", 1, t0 + 100, 20);
+    w.launch("relu", 1, t0 + 105, 3);
+    w.host("cpu_op", "aten::conv2d", 1, t0 + 200, 50);
+    w.launch("conv_b", 1, t0 + 210, 40);
+    w.host("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, t0 + 1000, 100);
+    w.host("cpu_op", "aten::convolution_backward", 2, t0 + 1001, 98);
+    w.launch("dgrad", 2, t0 + 1010, 30);
+    w.launch("wgrad_b", 2, t0 + 1020, 35);
+    w.host("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, t0 + 2000, 100);
+    w.host("cpu_op", "aten::convolution_backward", 2, t0 + 2001, 98);
+    w.launch("wgrad_a", 2, t0 + 2010, 60);
+  }
+  return w.json();
+}
+
+OpGraph pytorch_form_graph() {
+  auto conv = [](KernelClass cls, int64_t k) { return KernelSignature::conv2d(cls, 8, 3, 32, 32, k, 3, 3, 1, 1); };
+  OpGraph g;
+  g.add_op({.name = "conv_a", .type = "Conv2D", .kernel = conv(KernelClass::kConv2D, 16)});
+  g.add_op({.name = "relu_a", .type = "Relu", .kernel = KernelSignature::elementwise(1000, 1)});
+  g.add_op({.name = "conv_b", .type = "Conv2D", .kernel = conv(KernelClass::kConv2D, 32)});
+  g.add_op({.name = "relu_b", .type = "Relu", .kernel = KernelSignature::elementwise(2000, 1)});
+  g.add_op({.name = "conv_b/dx", .type = "Conv2DBackpropInput", .phase = Phase::kBackward,
+            .kernel = conv(KernelClass::kConv2DBackpropInput, 32)});
+  g.add_op({.name = "conv_b/dw", .type = "Conv2DBackpropFilter", .phase = Phase::kBackward,
+            .kernel = conv(KernelClass::kConv2DBackpropFilter, 32)});
+  g.add_op({.name = "conv_a/dw", .type = "Conv2DBackpropFilter", .phase = Phase::kBackward,
+            .kernel = conv(KernelClass::kConv2DBackpropFilter, 16)});
+  return g;
+}
+
+TEST(TraceImport, GraphGuidedSignaturesMatchByPositionPerStep) {
+  const OpGraph g = pytorch_form_graph();
+  TraceImportOptions o;
+  o.graph = &g;
+  const TraceImport t = import_trace_text(graph_fixture(), "graph.json", o);
+  const ImportReport& r = t.report;
+  ASSERT_EQ(r.steps, 2);
+  const DeviceCalibration* d = t.calibration.find_device("gpu:0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(0).kernel), 105e-6, 1e-12);  // conv_a: median of 100, 110
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(2).kernel), 40e-6, 1e-12);   // conv_b
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(4).kernel), 30e-6, 1e-12);   // conv_b's input gradient
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(5).kernel), 35e-6, 1e-12);   // conv_b's weight gradient
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(6).kernel), 60e-6, 1e-12);   // conv_a's weight gradient
+  EXPECT_EQ(d->kernel_times_s.count(g.op(1).kernel), 0u);            // Relu: count mismatch
+  EXPECT_EQ(d->kernel_times_s.size(), 5u);
+
+  const TraceOpUsage* relu = find_usage(r, "aten::relu_", "Relu", TraceDropReason::kCountMismatch);
+  ASSERT_NE(relu, nullptr);
+  EXPECT_EQ(relu->detail, "trace 1 per step, graph 2");
+  EXPECT_EQ(relu->instances, 2);
+  EXPECT_NEAR(relu->kernel_s_per_step, 3e-6, 1e-12);
+  const TraceOpUsage* dw = find_usage(r, "aten::convolution_backward", "Conv2DBackpropFilter");
+  ASSERT_NE(dw, nullptr);
+  EXPECT_EQ(dw->instances, 4);
+  EXPECT_EQ(dw->kernel_class, "conv2d_backprop_filter");
+  EXPECT_NEAR(dw->kernel_s_per_step, 95e-6, 1e-12);
+  EXPECT_NEAR(r.used_kernel_s_per_step, 105e-6 + 40e-6 + 30e-6 + 95e-6, 1e-9);
+  EXPECT_NEAR(r.dropped_kernel_s_per_step, 3e-6, 1e-12);
+  const std::string table = r.usage_table();
+  EXPECT_NE(table.find("count mismatch with the graph (Relu): trace 1 per step, graph 2"), std::string::npos) << table;
+}
+
+TEST(TraceImport, UnknownSchemasAndKernellessTracesSayWhatWasFound) {
+  try {
+    import_trace_text(R"({"traceEvents": [{"ph": "X", "cat": "Stuff", "name": "a"}, {"ph": "X", "cat": "Stuff", "name": "b"},
+                         {"ph": "X", "cat": "Other", "name": "c"}]})",
+                      "odd.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("odd.json:1: traceEvents: neither"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Stuff 2, Other 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected Kineto categories kernel"), std::string::npos) << msg;
+  }
+  try {  // a CPU-only profile: ops but no kernels
+    import_trace_text(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]})", "cpu.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cpu.json:1: no GPU kernel events (event categories seen: cpu_op 1)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"Kernel\" (1.8)"), std::string::npos) << msg;
+  }
 }
 
 // The real traces (../shared/data/traces, third-party: see its README). Figures from the README.

@@ -1,12 +1,15 @@
 // The `trace` calibration backend: reads a profiler trace of a real training run — PyTorch
-// profiler (Kineto) Chrome-trace JSON or a TensorFlow timeline (step_stats as Chrome trace), plain
-// or gzip-compressed — and turns it into a Calibration (backend "trace") plus an ImportReport that
-// says what was found. Kernels are attributed to the framework op that launched them; ops whose
-// shapes the trace records become kernel signatures with measured times; memcpy events become
-// copy fits per direction. Nothing here needs a GPU.
+// profiler (Kineto) Chrome-trace JSON of any schema from PyTorch 1.8 on, or a TensorFlow 1.x
+// timeline (step_stats as Chrome trace), plain or gzip-compressed — and turns it into a Calibration
+// (backend "trace") plus an ImportReport that says what was used and what was left out, and why.
+// Kernels are attributed to the framework op that launched them and to a phase (forward, backward,
+// update); op instances become kernel signatures from their recorded shapes or, when the trace
+// has none, from the graph they are matched to; memcpy events become copy fits per direction.
+// Nothing here needs a GPU, and nothing is guessed: what cannot be derived is counted, not filled in.
 //
 //   TraceImport t = import_trace("run.pt.trace.json.gz");
 //   t.report.kernel_time_per_step_s;          // 0.0937 …
+//   std::cout << t.report.usage_table();      // per op type: used or dropped, and why
 //   write_calibrated_machine("my-gpu.yaml", machine, t.calibration);
 #pragma once
 
@@ -26,7 +29,8 @@
 namespace placelab {
 
 enum class TraceFormat : uint8_t {
-  kAuto,        // Kineto when the events carry `cat` kernel/cpu_op/cuda_runtime, else TensorFlow
+  kAuto,        // Kineto when an event's `cat` is one Kineto writes (kernel, cpu_op, cuda_runtime,
+                //   1.8's Kernel, Operator, Runtime …), else TensorFlow when processes name devices
   kKineto,      // PyTorch profiler
   kTensorFlow,  // tf.profiler / timeline.Timeline(step_stats).generate_chrome_trace_format()
 };
@@ -41,8 +45,12 @@ struct TraceImportOptions {
   std::string gpu_prefix = "gpu:";
   bool renumber_devices = true;
   std::string host_device = "cpu:0";
-  // TensorFlow timelines carry node names but no shapes: with a graph, a node whose name is an op
-  // of the graph gets that op's kernel signature. Not owned; may be null.
+  // Traces without shapes take signatures from a graph. Not owned; may be null.
+  // TensorFlow timelines: a node whose name is an op of the graph gets that op's signature.
+  // Kineto: the i-th instance in a step of a torch op in a phase gets the signature of the i-th
+  // graph op (in op-id order) of the type and phase that kTorchToGraph in trace_import.cpp assigns
+  // to it — when the counts per step agree (docs/calibration.md lists the table). Shapes the
+  // trace recorded win over the graph's.
   const OpGraph* graph = nullptr;
   FitOptions fit;  // for Calibration::refit of the per-class fits
   void validate() const;  // throws InputError naming the field
@@ -73,6 +81,34 @@ struct TraceOpSummary {
   int64_t with_signature = 0;  // instances mapped to a kernel signature
 };
 
+// Why the kernels of some op instances fed no kernel signature.
+enum class TraceDropReason : uint8_t {
+  kNoShapes,              // the trace recorded no shapes and no graph was given
+  kStrideNotRecorded,     // shapes, but not the stride / padding / window ("Concrete Inputs" absent)
+  kNoMapping,             // no signature rule for the op from shapes, nor a graph rule
+  kCountMismatch,         // graph-guided: instances per step differ from the graph's ops of that type
+  kUnsplittableBackward,  // aten::convolution_backward with no "wgrad" kernel while both gradients are due
+  kOutsideSteps,          // graph-guided: launched outside every ProfilerStep, so no per-step position
+};
+// "no shapes recorded", "stride/padding not recorded", "no mapping", "count mismatch with the graph",
+// "unsplittable backward", "outside profiler steps".
+std::string_view trace_drop_reason_text(TraceDropReason reason);
+
+// One row of ImportReport::usage: the instances of one framework op type in one phase that were
+// used the same way (matched to the same graph op type, or giving signatures of the same class) or
+// dropped for the same reason.
+struct TraceOpUsage {
+  std::string op;            // "aten::conv2d", "aten::convolution_backward", TF op type "MatMul"
+  Phase phase = Phase::kForward;
+  std::string graph_type;    // the graph op type matched to ("Conv2DBackpropFilter"); "" when none
+  std::string kernel_class;  // class of the signatures given ("conv2d_backprop_filter"); "" when dropped
+  std::optional<TraceDropReason> dropped;  // nullopt: used
+  std::string detail;        // kCountMismatch: "trace 69 per step, graph 16"
+  // Op instances; a convolution backward split into input and weight gradient counts once per part.
+  int64_t instances = 0;
+  double kernel_s_per_step = 0;  // their kernel seconds per step (total over steps with kernels)
+};
+
 struct ImportReport {
   std::string origin;      // the file (or the name given to import_trace_text)
   TraceFormat format = TraceFormat::kAuto;  // the format actually read
@@ -93,6 +129,11 @@ struct ImportReport {
   // Op types whose kernels got no signature (no shapes recorded, or a type with no mapping),
   // sorted by name.
   std::vector<std::string> ops_without_signature;
+  // What fed the calibration and what did not, per op type, phase and reason: used rows first, then
+  // dropped ones, each by kernel_s_per_step, largest first.
+  std::vector<TraceOpUsage> usage;
+  double used_kernel_s_per_step = 0;     // kernel seconds per step that gave signatures
+  double dropped_kernel_s_per_step = 0;  // attributed kernel seconds per step that did not
   int64_t unattributed_kernels = 0;    // no launch or no enclosing op found
   int64_t signatures = 0;              // distinct (device, signature) entries in the calibration
   // trace device id → calibration device name
@@ -100,6 +141,9 @@ struct ImportReport {
 
   // A few lines for the CLI: format, GPU, steps, kernel time per step, copies, signatures.
   std::string brief() const;
+  // `usage` as a compact text table, one line per row: op, phase, used as / dropped because,
+  // instances, kernel ms per step; the largest `max_rows` rows, then one line for the rest.
+  std::string usage_table(std::size_t max_rows = 30) const;
 };
 
 struct TraceImport {
@@ -108,8 +152,9 @@ struct TraceImport {
 };
 
 // Reads `path` (gzip-compressed when it starts with the gzip magic bytes) and imports it. Throws
-// InputError when the file cannot be read, is not JSON ("run.json:12: invalid JSON: …"), or is no
-// trace this reader knows ("run.json:1: traceEvents: missing").
+// InputError when the file cannot be read, is not JSON ("run.json:12: invalid JSON: …"), is no
+// trace this reader knows ("run.json:1: traceEvents: missing"; a schema of neither kind names the
+// event categories it found, with counts), or holds no GPU kernel (nor, for TensorFlow, any op).
 TraceImport import_trace(const std::filesystem::path& path, const TraceImportOptions& options = {});
 // The same for a trace already in memory; `origin` names it in messages.
 TraceImport import_trace_text(std::string_view text, std::string_view origin, const TraceImportOptions& options = {});
@@ -119,15 +164,40 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
 std::string read_maybe_gzip(const std::filesystem::path& path);
 
 // The kernel signature of one PyTorch op instance from its recorded shapes (Kineto args
-// "Input Dims", one list per input, [] for scalars and non-tensors) and "Concrete Inputs" (the
-// literal values of non-tensor inputs, may be empty). Maps aten::mm, addmm, bmm, baddbmm, matmul
-// (2-D/3-D), linear → gemm; conv2d / convolution / cudnn_convolution (4-D, groups 1) → conv2d
-// (stride/padding from the concrete inputs, PyTorch defaults 1/0 when not recorded); softmax,
-// _softmax, log_softmax → softmax over the last dim; embedding → embedding; elementwise ops
-// (add, mul, sub, div, relu, sigmoid, tanh, gelu, threshold_backward, copy_, fill_ …) →
-// elementwise{elements of the largest input, tensor inputs}. nullopt for anything else.
+// "Input Dims" — "Input dims" before PyTorch 1.10 — one list per input, [] for scalars and
+// non-tensors) and "Concrete Inputs" (the literal values of non-tensor inputs, may be empty).
+// Maps aten::mm, addmm, bmm, baddbmm, matmul (2-D/3-D), linear → gemm; conv2d / convolution /
+// _convolution / cudnn_convolution (4-D, groups 1, dilation 1, not transposed, symmetric stride
+// and padding) → conv2d, only when the concrete inputs give stride and padding; softmax, _softmax,
+// log_softmax, _log_softmax → softmax over the last dim; the ops of a CNN as the zoo's builder
+// signs their TensorFlow counterparts: batch_norm / cudnn_batch_norm / native_batch_norm →
+// elementwise{e, 2} (FusedBatchNorm), their _backward → elementwise{e, 3} (FusedBatchNormGrad),
+// max_pool2d(_with_indices) and avg_pool2d → reduction{out × k², out} and adaptive_avg_pool2d
+// (output size dividing the input) → reduction{in, out} (MaxPool, AvgPool; window and stride
+// from the concrete inputs), max_pool2d_with_indices_backward → elementwise{in, 3}
+// (MaxPoolGrad), avg_pool2d_backward / _adaptive_avg_pool2d_backward → elementwise{in, 1}
+// (AvgPoolGrad), _log_softmax_backward_data → elementwise{e, 2} (the cross-entropy gradient),
+// nll_loss(_nd) → reduction{batch, 1}, nll_loss_backward → elementwise{input, 1}; embedding →
+// embedding; elementwise ops (add, mul, sub, div, relu, sigmoid, tanh, gelu, threshold_backward,
+// dropout, copy_, fill_ …) → elementwise{elements of the largest input, tensor inputs}.
+// nullopt for anything else, and for a convolution or pooling whose stride, padding or window was
+// not recorded (never PyTorch's defaults in their place). aten::convolution_backward: see below.
 std::optional<KernelSignature> signature_for_torch_op(std::string_view op, std::span<const std::vector<int64_t>> input_dims,
                                                       std::span<const std::string> concrete_inputs = {});
+
+// The two gradients of one aten::convolution_backward, each signed with the fields of the forward
+// convolution it differentiates (as the zoo's Conv2DBackpropInput / Conv2DBackpropFilter).
+struct ConvBackwardSignatures {
+  std::optional<KernelSignature> input_grad;   // conv2d_backprop_input; nullopt when output_mask[0] is false
+  std::optional<KernelSignature> filter_grad;  // conv2d_backprop_filter; nullopt when output_mask[1] is false
+};
+// From aten::convolution_backward's "Input Dims" (grad_output, input, weight, …) and "Concrete
+// Inputs" (…, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+// output_mask at positions 3 … 10). nullopt when the shapes are not 4-D, the concrete inputs
+// (stride, padding, output_mask) were not recorded, or the convolution is grouped, dilated,
+// transposed or asymmetric.
+std::optional<ConvBackwardSignatures> conv_backward_signatures(std::span<const std::vector<int64_t>> input_dims,
+                                                               std::span<const std::string> concrete_inputs);
 
 // The copy kind of a memcpy event name: "Memcpy HtoD (Pinned -> Device)" → "HtoD", TF
 // "MEMCPYDtoH" → "DtoH"; nullopt when the name names no known kind.
