@@ -672,6 +672,12 @@ Value TrainingGraphBuilder::Impl::batch_norm(Value x, bool with_scale) {
   std::vector<int> axes;
   for (int i = 0; i + 1 < static_cast<int>(xs.size()); ++i) axes.push_back(i);
   if (options.batch_norm == BatchNormStyle::kDecomposed) return norm_decomposed(x, axes, gamma, beta, true, mm, mv);
+  if (options.framework == Framework::kPyTorch) {
+    // nn.BatchNorm2d in training: num_batches_tracked.add_(1), one tiny kernel before the norm.
+    Value counter = variable("num_batches_tracked", Shape{}, false);
+    Value counted = emit1("Add", ew(1, 1), {counter}, Shape{});
+    nodes[values[counted.id].node].op.output_bytes = 0;  // in place
+  }
   std::vector<Value> in{x, beta};
   if (gamma.valid()) in.push_back(gamma);
   int64_t e = elems(x);
