@@ -358,6 +358,10 @@ struct KernelRec {
   double dur_s = 0;
   std::string name;
   double launch_ts = 0;     // µs; orders the kernels of one instance
+  // Kineto: how many library-call marks (cudaEventRecord runtime calls) its launching thread made
+  // before the launch. Kernels of one op instance with different values came from different
+  // cuDNN calls (split_conv_backward).
+  int64_t call_segment = 0;
   int64_t instance = -1;    // index into Collected::instances; -1 when unattributed
   int step = -1;            // index into steps; -1 outside any step
   bool host = false;        // TF CPU op (not a GPU kernel)
@@ -566,6 +570,7 @@ InstanceRec instance_of(const HostEvent& h, const Attribution& a) {
 struct KinetoScan {
   std::unordered_map<std::string, Thread> threads;
   std::unordered_map<int64_t, Launch> launches;  // correlation → runtime call
+  std::unordered_map<std::string, std::vector<double>> call_marks;  // thread → cudaEventRecord times
   struct Step {
     double ts, end;
   };
@@ -599,6 +604,7 @@ KinetoScan scan_kineto(const json& events, Collected& c) {
       case KinetoCat::kMemcpy: s.gpu.push_back({&e, false}); break;
       case KinetoCat::kMemset: ++c.memsets; break;
       case KinetoCat::kRuntime:
+        if (name == "cudaEventRecord") s.call_marks[id_text(e, "pid") + "/" + id_text(e, "tid")].push_back(ts);
         if (auto corr = arg_number(args, {"correlation"}))
           s.launches[static_cast<int64_t>(*corr)] = {id_text(e, "pid") + "/" + id_text(e, "tid"), ts, &args};
         break;
@@ -616,6 +622,7 @@ KinetoScan scan_kineto(const json& events, Collected& c) {
     }
   }
   for (auto& [_, t] : s.threads) t.finalize();
+  for (auto& [_, marks] : s.call_marks) std::sort(marks.begin(), marks.end());
   std::sort(s.steps.begin(), s.steps.end(), [](const KinetoScan::Step& a, const KinetoScan::Step& b) { return a.ts < b.ts; });
   return s;
 }
@@ -698,6 +705,8 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
     if (launch) {
       k.launch_ts = launch->ts;
       k.step = step_of(launch->ts);
+      if (auto m = s.call_marks.find(launch->thread); m != s.call_marks.end())
+        k.call_segment = std::upper_bound(m->second.begin(), m->second.end(), launch->ts) - m->second.begin();
       if (auto th = s.threads.find(launch->thread); th != s.threads.end()) {
         thread = &th->second;
         inner = thread->innermost(launch->ts);
@@ -900,6 +909,9 @@ constexpr TorchToGraph kTorchToGraph[] = {
     {"aten::mm", Phase::kBackward, "MatMul"},
     {"aten::add", Phase::kForward, "Add"},
     {"aten::add_", Phase::kForward, "Add"},
+    // Autograd sums the gradients of a tensor read twice (a residual block's input) with add_.
+    {"aten::add", Phase::kBackward, "AddN"},
+    {"aten::add_", Phase::kBackward, "AddN"},
     {"aten::log_softmax", Phase::kForward, "LogSoftmax"},
     {"aten::_log_softmax_backward_data", Phase::kBackward, "LogSoftmaxGrad"},
     {"aten::nll_loss", Phase::kForward, "NllLoss"},
@@ -936,14 +948,18 @@ struct InstanceKernels {
   std::vector<const KernelRec*> kernels;  // in launch order
 };
 
-// Splits an aten::convolution_backward's kernels: PyTorch's cuDNN path computes grad_input, then
-// grad_weight (cudnn_convolution_backward in aten/src/ATen/native/cudnn/ConvShared.cpp), so every
-// kernel from the first "wgrad"-named one on is the weight gradient and the ones before it the
-// input gradient. Without a wgrad kernel only a recorded output_mask asking for one gradient
-// decides; otherwise the instance is one unsplittable unit.
+// Splits an aten::convolution_backward's kernels. PyTorch's cuDNN path computes grad_input, then
+// grad_weight (cudnn_convolution_backward in aten/src/ATen/native/cudnn/ConvShared.cpp), in two
+// cuDNN calls. Each call opens with runtime calls of its own (cudaEventRecord among them, in the
+// real V100 trace before every convolution call), so when the instance's kernels fall into two or
+// more call segments, the last segment is the weight gradient and the earlier ones the input
+// gradient (a bias gradient, when there is one, runs first and counts with it). Within one
+// segment: every kernel from the first "wgrad"-named one on is the weight gradient (an instance
+// whose only kernels are wgrad ones is the first layer's, whose input needs no gradient); failing
+// that, a recorded output_mask asking for one gradient decides; otherwise the instance is one
+// unsplittable unit.
 void split_conv_backward(const InstanceRec& in, const InstanceKernels& ik, Unit base, std::vector<Unit>& units) {
   const auto& ks = ik.kernels;
-  const auto w = std::find_if(ks.begin(), ks.end(), [](const KernelRec* k) { return contains_ci(k->name, "wgrad"); });
   auto sum = [](auto b, auto e) {
     double t = 0;
     for (auto it = b; it != e; ++it) t += (*it)->dur_s;
@@ -952,7 +968,14 @@ void split_conv_backward(const InstanceRec& in, const InstanceKernels& ik, Unit 
   const bool want_input = !in.output_mask || in.output_mask->empty() || in.output_mask->front();
   const bool want_filter = !in.output_mask || in.output_mask->size() < 2 || (*in.output_mask)[1];
   std::vector<std::pair<Part, double>> parts;
-  if (w != ks.end() && want_filter && (w != ks.begin() || !in.output_mask || !want_input)) {
+  const auto last_call = std::find_if(ks.begin(), ks.end(), [&](const KernelRec* k) {
+    return !ks.empty() && k->call_segment == ks.back()->call_segment;
+  });
+  const auto w = std::find_if(ks.begin(), ks.end(), [](const KernelRec* k) { return contains_ci(k->name, "wgrad"); });
+  if (last_call != ks.begin() && want_input && want_filter) {
+    parts.push_back({Part::kInputGrad, sum(ks.begin(), last_call)});
+    parts.push_back({Part::kFilterGrad, sum(last_call, ks.end())});
+  } else if (w != ks.end() && want_filter && (w != ks.begin() || !in.output_mask || !want_input)) {
     if (w != ks.begin()) parts.push_back({Part::kInputGrad, sum(ks.begin(), w)});
     parts.push_back({Part::kFilterGrad, sum(w, ks.end())});
   } else if (in.output_mask && want_input != want_filter) {
