@@ -117,6 +117,41 @@ nlohmann::json trace_report_json(const ImportReport& r, const std::string& out) 
           {"written", out}};
 }
 
+// The leave-some-out check of the class fits (hold_out_check): how well a fit predicts kernel
+// signatures it did not see — the error to expect for the ops of a graph that the calibration
+// did not measure exactly.
+void print_hold_out(const HoldOutReport& h) {
+  if (h.classes.empty()) {
+    fmt::print("\nheld-out check: no class has enough signatures (every third one is held out)\n");
+    return;
+  }
+  fmt::print("\nheld-out check (every third signature by work predicted from a fit of the others):\n");
+  fmt::print("{:<8} {:<24} {:>7} {:>9} {:>14} {:>11}\n", "device", "class", "fitted", "held out", "median |error|",
+             "max |error|");
+  for (const HoldOutClass& c : h.classes)
+    fmt::print("{:<8} {:<24} {:>7} {:>9} {:>13.1f}% {:>10.1f}%\n", c.device, kernel_class_name(c.cls), c.fitted,
+               c.held_out, 100 * c.median_abs_error, 100 * c.max_abs_error);
+  fmt::print("median |error| over all {} held-out signatures: {:.1f}%\n", h.predictions.size(), 100 * h.median_abs_error);
+}
+
+nlohmann::json hold_out_json(const HoldOutReport& h) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (const HoldOutClass& c : h.classes)
+    classes.push_back({{"device", c.device},
+                       {"class", kernel_class_name(c.cls)},
+                       {"fitted", c.fitted},
+                       {"held_out", c.held_out},
+                       {"median_abs_error", c.median_abs_error},
+                       {"max_abs_error", c.max_abs_error}});
+  nlohmann::json predictions = nlohmann::json::array();
+  for (const HoldOutPrediction& p : h.predictions)
+    predictions.push_back({{"device", p.device},
+                           {"signature", to_string(p.signature)},
+                           {"measured_s", p.measured_s},
+                           {"predicted_s", p.predicted_s}});
+  return {{"median_abs_error", h.median_abs_error}, {"classes", std::move(classes)}, {"predictions", std::move(predictions)}};
+}
+
 // Where a calibration of this machine goes when --out is not given: the path the README and the
 // scenarios use (hwmodels/calibrated/, created if missing). A trace describes another machine, so
 // it has no default.
@@ -197,13 +232,17 @@ void run_calibrate(CalibrateArgs a) {
       if (!ms->machine.find_device(c.src) || !ms->machine.find_device(c.dst))
         throw InputError("--machine " + a.machine + ": has no device pair " + c.src + " -> " + c.dst + " that the trace uses");
     write_calibrated_machine(a.out, ms->machine, t.calibration);
+    const HoldOutReport held = hold_out_check(t.calibration);
     if (a.json) {
-      fmt::print("{}\n", trace_report_json(t.report, a.out).dump(2));
+      nlohmann::json j = trace_report_json(t.report, a.out);
+      j["hold_out"] = hold_out_json(held);
+      fmt::print("{}\n", j.dump(2));
       return;
     }
     fmt::print("{}\nkernel time per step by op type (what fed the calibration, what did not and why):\n{}",
                t.report.brief(), t.report.usage_table());
     print_calibration(ms->machine, t.calibration);
+    print_hold_out(held);
     fmt::print("\nwritten: {}\n", a.out);
     return;
   }

@@ -32,8 +32,7 @@ CostLookup CalibratedCostModel::lookup(const Op& op, DeviceId device) const {
     if (op.kernel.cls == KernelClass::kNoop) return {overhead, CostSource::kMeasured};
     if (auto it = d->kernel_times_s.find(op.kernel); it != d->kernel_times_s.end())
       return {overhead + it->second, CostSource::kMeasured};
-    if (auto it = d->fits.find(op.kernel.cls); it != d->fits.end())
-      return {overhead + it->second.time_s(kernel_flops(op.kernel), kernel_bytes(op.kernel)), CostSource::kClassFit};
+    if (std::optional<double> t = fitted_time_s(*d, op.kernel)) return {overhead + *t, CostSource::kClassFit};
   }
   return {analytic_->op_time_s(op, device), CostSource::kAnalytic};
 }

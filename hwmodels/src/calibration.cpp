@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <regex>
 #include <sstream>
 #include <system_error>
 
@@ -197,23 +198,53 @@ const CopyCalibration* Calibration::find_copy(std::string_view src, std::string_
   return nullptr;
 }
 
+std::string kernel_family(const KernelSignature& sig) {
+  switch (sig.cls) {
+    case KernelClass::kConv2D:
+    case KernelClass::kConv2DBackpropInput:
+    case KernelClass::kConv2DBackpropFilter:
+      return std::string(kernel_class_name(sig.cls)) + "{r=" + std::to_string(sig.dim("r")) +
+             ",s=" + std::to_string(sig.dim("s")) + ",stride=" + std::to_string(sig.dim("stride")) + "}";
+    case KernelClass::kElementwise:
+      return "elementwise{inputs=" + std::to_string(sig.dim("inputs")) + "}";
+    default: return {};
+  }
+}
+
+void refit_device(DeviceCalibration& d, const FitOptions& options) {
+  std::map<KernelClass, std::vector<FitSample>> by_class;
+  std::map<std::string, std::vector<FitSample>> by_family;
+  for (const auto& [sig, t] : d.kernel_times_s) {
+    if (sig.cls == KernelClass::kNoop || !(t > 0)) continue;
+    const FitSample sample{kernel_flops(sig), kernel_bytes(sig), t};
+    by_class[sig.cls].push_back(sample);
+    if (std::string family = kernel_family(sig); !family.empty()) by_family[family].push_back(sample);
+  }
+  // Hash-map order is unspecified; sort so that the fit is deterministic.
+  auto sorted = [](std::vector<FitSample>& samples) -> std::vector<FitSample>& {
+    std::sort(samples.begin(), samples.end(), [](const FitSample& a, const FitSample& b) {
+      return std::tie(a.bytes, a.flops, a.time_s) < std::tie(b.bytes, b.flops, b.time_s);
+    });
+    return samples;
+  };
+  d.fits.clear();
+  for (auto& [cls, samples] : by_class) d.fits[cls] = fit_class(sorted(samples), options);
+  d.family_fits.clear();
+  for (auto& [family, samples] : by_family)
+    if (static_cast<int>(samples.size()) >= kMinFamilySamples) d.family_fits[family] = fit_class(sorted(samples), options);
+}
+
 void Calibration::refit(const FitOptions& options) {
   options.validate();
-  for (DeviceCalibration& d : devices) {
-    std::map<KernelClass, std::vector<FitSample>> by_class;
-    for (const auto& [sig, t] : d.kernel_times_s) {
-      if (sig.cls == KernelClass::kNoop || !(t > 0)) continue;
-      by_class[sig.cls].push_back({kernel_flops(sig), kernel_bytes(sig), t});
-    }
-    d.fits.clear();
-    for (auto& [cls, samples] : by_class) {
-      // Hash-map order is unspecified; sort so that the fit is deterministic.
-      std::sort(samples.begin(), samples.end(), [](const FitSample& a, const FitSample& b) {
-        return std::tie(a.bytes, a.flops, a.time_s) < std::tie(b.bytes, b.flops, b.time_s);
-      });
-      d.fits[cls] = fit_class(samples, options);
-    }
-  }
+  for (DeviceCalibration& d : devices) refit_device(d, options);
+}
+
+std::optional<double> fitted_time_s(const DeviceCalibration& d, const KernelSignature& sig) {
+  if (!d.family_fits.empty())
+    if (auto it = d.family_fits.find(kernel_family(sig)); it != d.family_fits.end())
+      return it->second.time_s(kernel_flops(sig), kernel_bytes(sig));
+  if (auto it = d.fits.find(sig.cls); it != d.fits.end()) return it->second.time_s(kernel_flops(sig), kernel_bytes(sig));
+  return std::nullopt;
 }
 
 namespace {
@@ -236,6 +267,11 @@ HoldOutReport hold_out_check(const Calibration& calibration, int every, const Fi
     std::map<KernelClass, std::vector<std::pair<KernelSignature, double>>> by_class;
     for (const auto& [sig, t] : d.kernel_times_s)
       if (sig.cls != KernelClass::kNoop && t > 0) by_class[sig.cls].emplace_back(sig, t);
+    // The held-out signatures of every class leave the device's measurements together; the rest
+    // is refitted exactly as a calibration is (class and family fits) and asked as the cost
+    // model asks it.
+    DeviceCalibration rest = d;
+    std::map<KernelClass, std::vector<std::pair<KernelSignature, double>>> held_by_class;
     for (auto& [cls, items] : by_class) {
       if (static_cast<int>(items.size()) < every + options.min_samples_per_segment) continue;
       // By work, then by the signature's text: a deterministic order whatever the hash map's.
@@ -243,24 +279,18 @@ HoldOutReport hold_out_check(const Calibration& calibration, int every, const Fi
         return std::tuple(kernel_flops(x.first), kernel_bytes(x.first), to_string(x.first));
       };
       std::sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
-      std::vector<FitSample> fit;
-      std::vector<std::size_t> held;
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i % static_cast<std::size_t>(every) == 1 && i + 1 < items.size())
-          held.push_back(i);
-        else
-          fit.push_back({kernel_flops(items[i].first), kernel_bytes(items[i].first), items[i].second});
+      for (std::size_t i = 1; i + 1 < items.size(); i += static_cast<std::size_t>(every)) {
+        held_by_class[cls].push_back(items[i]);
+        rest.kernel_times_s.erase(items[i].first);
       }
-      std::sort(fit.begin(), fit.end(), [](const FitSample& a, const FitSample& b) {
-        return std::tie(a.bytes, a.flops, a.time_s) < std::tie(b.bytes, b.flops, b.time_s);
-      });
-      const ClassFit f = fit_class(fit, options);
-      HoldOutClass c{.device = d.device, .cls = cls, .fitted = static_cast<int>(fit.size()),
+    }
+    refit_device(rest, options);
+    for (const auto& [cls, held] : held_by_class) {
+      HoldOutClass c{.device = d.device, .cls = cls, .fitted = static_cast<int>(by_class[cls].size() - held.size()),
                      .held_out = static_cast<int>(held.size())};
       std::vector<double> errors;
-      for (std::size_t i : held) {
-        const auto& [sig, t] = items[i];
-        HoldOutPrediction p{d.device, sig, t, f.time_s(kernel_flops(sig), kernel_bytes(sig))};
+      for (const auto& [sig, t] : held) {
+        HoldOutPrediction p{d.device, sig, t, fitted_time_s(rest, sig).value_or(0.0)};
         errors.push_back(std::fabs(p.relative_error()));
         c.max_abs_error = std::max(c.max_abs_error, errors.back());
         report.predictions.push_back(std::move(p));
@@ -391,7 +421,7 @@ ClassFit read_fit(const Reader& r, const YAML::Node& node, const std::string& fi
 }
 
 DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std::string& field) {
-  r.only_keys(node, field, {"device", "cores", "probe_s", "kernels", "fits"});
+  r.only_keys(node, field, {"device", "cores", "probe_s", "kernels", "fits", "family_fits"});
   DeviceCalibration d;
   d.device = r.string(r.require(node, field, "device"), field + ".device");
   if (d.device.empty()) r.fail(node["device"], field + ".device", "must not be empty");
@@ -420,6 +450,19 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
       if (!cls || *cls == KernelClass::kNoop)
         r.fail_at(kv.first.Mark(), field + ".fits." + key, "not a kernel class (gemm, conv2d, elementwise, …)");
       d.fits[*cls] = read_fit(r, kv.second, field + ".fits." + key);
+    }
+  }
+  if (YAML::Node families = node["family_fits"]) {
+    if (!families.IsMap()) r.fail(families, field + ".family_fits", "must be a mapping of shape family to fit");
+    for (const auto& kv : families) {
+      std::string key = kv.first.as<std::string>();
+      // A family is what kernel_family writes: a key it never produces would never be looked up.
+      const std::string f = field + ".family_fits[\"" + key + "\"]";
+      static const std::regex kFamily(
+          R"((conv2d|conv2d_backprop_input|conv2d_backprop_filter)\{r=[0-9]{1,6},s=[0-9]{1,6},stride=[0-9]{1,6}\}|elementwise\{inputs=[0-9]{1,6}\})");
+      if (!std::regex_match(key, kFamily))
+        r.fail_at(kv.first.Mark(), f, "not a shape family (e.g. conv2d{r=3,s=3,stride=1}, elementwise{inputs=2})");
+      d.family_fits[key] = read_fit(r, kv.second, f);
     }
   }
   return d;
@@ -594,9 +637,8 @@ void write_calibration(std::ostream& o, const Calibration& c) {
     std::sort(kernels.begin(), kernels.end());
     o << "      kernels:" << (kernels.empty() ? " {}" : "") << "\n";
     for (const auto& [key, t] : kernels) o << "        " << yaml_quoted(key) << ": " << num(t) << "\n";
-    o << "      fits:" << (d.fits.empty() ? " {}" : "") << "\n";
-    for (const auto& [cls, fit] : d.fits) {
-      o << "        " << kernel_class_name(cls) << ":\n";
+    auto write_fit = [&](std::string_view key, const ClassFit& fit) {
+      o << "        " << key << ":\n";
       o << "          samples: " << fit.num_samples << "\n";
       o << "          rms_relative_error: " << num(fit.rms_relative_error) << "\n";
       o << "          segments:\n";
@@ -606,6 +648,12 @@ void write_calibration(std::ostream& o, const Calibration& c) {
         o << "a_s: " << num(s.a_s) << ", s_per_flop: " << num(s.s_per_flop) << ", s_per_byte: " << num(s.s_per_byte)
           << "}\n";
       }
+    };
+    o << "      fits:" << (d.fits.empty() ? " {}" : "") << "\n";
+    for (const auto& [cls, fit] : d.fits) write_fit(kernel_class_name(cls), fit);
+    if (!d.family_fits.empty()) {
+      o << "      family_fits:\n";
+      for (const auto& [family, fit] : d.family_fits) write_fit(yaml_quoted(family), fit);
     }
   }
   o << "  copies:" << (c.copies.empty() ? " []" : "") << "\n";

@@ -180,6 +180,16 @@ TEST(CalibrationYaml, ErrorsNameFileLineFieldAndRule) {
                      "    - device: cpu:0\n"
                      "      probe_s: 0\n"),
             "cal.yaml:5: calibration.devices[0].probe_s = 0: must be > 0 and finite");
+  EXPECT_EQ(error_of("calibration:\n"
+                     "  backend: trace\n"
+                     "  devices:\n"
+                     "    - device: gpu:0\n"
+                     "      family_fits:\n"
+                     "        \"conv2d{r=3}\":\n"
+                     "          segments:\n"
+                     "            - {a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}\n"),
+            "cal.yaml:6: calibration.devices[0].family_fits[\"conv2d{r=3}\"]: not a shape family (e.g. "
+            "conv2d{r=3,s=3,stride=1}, elementwise{inputs=2})");
   EXPECT_NE(error_of("calibration: [1, 2\n").find("cal.yaml:"), std::string::npos);
   EXPECT_EQ(error_of("machine: {}\n"), "cal.yaml:1: calibration: missing top-level block");
 }
@@ -326,6 +336,47 @@ TEST(Calibration, HoldOutCheckPredictsSignaturesTheFitDidNotSee) {
   // Too few signatures for the class: nothing to check.
   c.devices[0].kernel_times_s.erase(KernelSignature::gemm(64, 256, 256));
   EXPECT_TRUE(hold_out_check(c, 8).classes.empty());
+}
+
+// Shape families: a backend's algorithm follows the filter size, so a signature is priced by its
+// family's fit before its class's. Here 1x1 convolutions run at a quarter of the 3x3 ones' speed
+// per FLOP; the class line would be wrong for both, the family lines are exact.
+TEST(Calibration, FamilyFitsPriceBeforeTheClassFitAndRoundTrip) {
+  EXPECT_EQ(kernel_family(KernelSignature::conv2d(KernelClass::kConv2DBackpropInput, 8, 16, 14, 14, 32, 3, 3, 2, 1)),
+            "conv2d_backprop_input{r=3,s=3,stride=2}");
+  EXPECT_EQ(kernel_family(KernelSignature::elementwise(100, 3)), "elementwise{inputs=3}");
+  EXPECT_EQ(kernel_family(KernelSignature::gemm(4, 4, 4)), "");
+  Calibration c;
+  c.backend = "trace";
+  DeviceCalibration d;
+  d.device = "gpu:0";
+  auto conv = [](int64_t channels, int64_t r) {
+    return KernelSignature::conv2d(KernelClass::kConv2D, 32, channels, 28, 28, 128, r, r, 1, r / 2);
+  };
+  for (int64_t ch : {64, 128, 192, 256, 320, 384, 448}) {
+    d.kernel_times_s[conv(ch, 3)] = 5e-6 + kernel_flops(conv(ch, 3)) / 1.2e13;
+    d.kernel_times_s[conv(ch, 1)] = 5e-6 + kernel_flops(conv(ch, 1)) / 3e12;
+  }
+  c.devices.push_back(d);
+  c.refit(FitOptions{.max_segments = 1});
+  ASSERT_EQ(c.devices[0].family_fits.size(), 2u);
+  const KernelSignature unseen = conv(288, 1);
+  const double truth = 5e-6 + kernel_flops(unseen) / 3e12;
+  EXPECT_NEAR(*fitted_time_s(c.devices[0], unseen), truth, 1e-3 * truth);
+  // Without the family, the class line misses it.
+  DeviceCalibration class_only = c.devices[0];
+  class_only.family_fits.clear();
+  EXPECT_GT(std::fabs(*fitted_time_s(class_only, unseen) / truth - 1), 0.2);
+  // A family with too few signatures is not fitted: 7x7 falls back to the class.
+  EXPECT_FALSE(c.devices[0].family_fits.contains(kernel_family(conv(64, 7))));
+  EXPECT_TRUE(fitted_time_s(c.devices[0], conv(64, 7)).has_value());
+  EXPECT_FALSE(fitted_time_s(c.devices[0], KernelSignature::gemm(4, 4, 4)).has_value());
+
+  Calibration back = parse_calibration_yaml(calibration_yaml(c), "rt.yaml");
+  ASSERT_EQ(back.devices[0].family_fits.size(), 2u);
+  EXPECT_NEAR(*fitted_time_s(back.devices[0], unseen), truth, 1e-3 * truth);
+  // The leave-some-out check uses the family fits as the cost model does.
+  EXPECT_LT(hold_out_check(c, 3, FitOptions{.max_segments = 1}).median_abs_error, 1e-3);
 }
 
 }  // namespace

@@ -551,6 +551,42 @@ TEST(TraceImport, GraphGuidedSignaturesMatchByPositionPerStep) {
   EXPECT_NE(table.find("count mismatch with the graph (Relu): trace 1 per step, graph 2"), std::string::npos) << table;
 }
 
+// A 1x1 layer's weight gradient in cuDNN is a plain GEMM followed by a "reduce_wgrad" helper: a
+// split at the first wgrad name would hand the GEMM to the input gradient. The cudaEventRecord
+// that opens each cuDNN call separates the two calls instead.
+TEST(TraceImport, ConvolutionBackwardSplitsAtItsLastCudnnCall) {
+  TraceWriter w;
+  w.host("user_annotation", "ProfilerStep#0", 1, 0, 9000);
+  w.host("cpu_op", "aten::conv2d", 1, 10, 50);
+  w.launch("conv_a", 1, 20, 100);
+  w.host("cpu_op", "aten::relu_", 1, 100, 20);
+  w.launch("relu", 1, 105, 3);
+  w.host("cpu_op", "aten::conv2d", 1, 200, 50);
+  w.launch("conv_b", 1, 210, 40);
+  w.host("cpu_op", "aten::relu_", 1, 300, 20);
+  w.launch("relu", 1, 305, 3);
+  w.host("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, 1000, 100);
+  w.host("cpu_op", "aten::convolution_backward", 2, 1001, 98);
+  w.host("cuda_runtime", "cudaEventRecord", 2, 1005, 1);
+  w.launch("volta_sgemm_32x128_nt", 2, 1010, 30);
+  w.host("cuda_runtime", "cudaEventRecord", 2, 1015, 1);
+  w.launch("volta_sgemm_32x128_tn", 2, 1020, 35);
+  w.launch("void cudnn::cnn::reduce_wgrad_nchw_helper<float, float>", 2, 1030, 5);
+  w.host("cpu_op", "autograd::engine::evaluate_function: ConvolutionBackward0", 2, 2000, 100);
+  w.host("cpu_op", "aten::convolution_backward", 2, 2001, 98);
+  w.host("cuda_runtime", "cudaEventRecord", 2, 2005, 1);
+  w.launch("wgrad_alg0_engine", 2, 2010, 60);
+  const OpGraph g = pytorch_form_graph();
+  TraceImportOptions o;
+  o.graph = &g;
+  const TraceImport t = import_trace_text(w.json(), "calls.json", o);
+  const DeviceCalibration* d = t.calibration.find_device("gpu:0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(4).kernel), 30e-6, 1e-12);  // conv_b's input gradient: the first call
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(5).kernel), 40e-6, 1e-12);  // its weight gradient: GEMM + helper
+  EXPECT_NEAR(d->kernel_times_s.at(g.op(6).kernel), 60e-6, 1e-12);  // conv_a's weight gradient alone
+}
+
 TEST(TraceImport, UnknownSchemasAndKernellessTracesSayWhatWasFound) {
   try {
     import_trace_text(R"({"traceEvents": [{"ph": "X", "cat": "Stuff", "name": "a"}, {"ph": "X", "cat": "Stuff", "name": "b"},

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,12 @@
 #include "placelab/hwmodels/machine.h"
 
 namespace placelab {
+
+// The shape family of a signature, the key of DeviceCalibration::family_fits: convolutions by
+// filter size and stride ("conv2d{r=3,s=3,stride=1}"), elementwise kernels by their number of
+// inputs ("elementwise{inputs=2}"); "" for classes without families.
+std::string kernel_family(const KernelSignature& sig);
+inline constexpr int kMinFamilySamples = 4;
 
 // One measured run configuration: the kernel's FP32 work and traffic and its median time.
 struct FitSample {
@@ -87,6 +94,10 @@ struct DeviceCalibration {
   // Median seconds per kernel signature, launch overhead excluded.
   std::unordered_map<KernelSignature, double, KernelSignatureHash> kernel_times_s;
   std::map<KernelClass, ClassFit> fits;
+  // Fits per shape family (kernel_family): a backend picks its algorithm by the family (cuDNN:
+  // Winograd for 3x3, implicit GEMM for 1x1), so one line per family predicts an unmeasured
+  // signature better than one per class. Only families with at least kMinFamilySamples.
+  std::map<std::string, ClassFit> family_fits;
   // CPU backend: the drift probe's median seconds on `cores` at calibration time (0 = not
   // measured). `placelab verify` times the probe again to report how much the machine's speed
   // moved since; predictions do not use it.
@@ -113,7 +124,7 @@ struct Calibration {
   }
   const CopyCalibration* find_copy(std::string_view src, std::string_view dst) const;
   // Recomputes every device's class fits from its kernel_times_s (classes with at least one
-  // sample; noop is never fitted).
+  // sample; noop is never fitted) and its family fits (families with kMinFamilySamples).
   void refit(const FitOptions& options = {});
 };
 
@@ -143,6 +154,12 @@ struct HoldOutReport {
   double median_abs_error = 0;                 // over every prediction; 0 when there is none
 };
 HoldOutReport hold_out_check(const Calibration& calibration, int every = 3, const FitOptions& options = {});
+
+// The fitted time of a signature on a calibrated device (launch overhead excluded): its family's
+// fit, else its class's, else nullopt. CalibratedCostModel and hold_out_check both ask this.
+std::optional<double> fitted_time_s(const DeviceCalibration& device, const KernelSignature& sig);
+// Recomputes one device's class and family fits from its kernel_times_s (Calibration::refit).
+void refit_device(DeviceCalibration& device, const FitOptions& options = {});
 
 // A machine together with its calibration, as one calibration file holds them.
 struct CalibratedMachine {
