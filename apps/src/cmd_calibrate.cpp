@@ -41,6 +41,7 @@ struct CalibrateArgs {
   std::string out;
   std::vector<std::string> graphs, models;
   std::string trace, machine;
+  std::string step_marker = "ProfilerStep#";  // trace: the annotation text that marks a step
   bool no_sweep = false;
   double sweep_scale = 1.0;
   int cores_per_device = 1;
@@ -110,6 +111,7 @@ nlohmann::json trace_report_json(const ImportReport& r, const std::string& out) 
           {"steps", r.steps},
           {"step_kernel_s", r.step_kernel_s},
           {"kernel_time_per_step_s", r.kernel_time_per_step_s},
+          {"launch_gap_s", r.launch_gap_s},
           {"used_kernel_s_per_step", r.used_kernel_s_per_step},
           {"dropped_kernel_s_per_step", r.dropped_kernel_s_per_step},
           {"signatures", r.signatures},
@@ -224,6 +226,7 @@ void run_calibrate(CalibrateArgs a) {
       g = load_graph_source(a.graphs.empty() ? "" : a.graphs[0], a.models.empty() ? "" : a.models[0]);
       o.graph = &g.graph;
     }
+    o.step_marker = a.step_marker;
     TraceImport t = import_trace(a.trace, o);
     for (const DeviceCalibration& d : t.calibration.devices)
       if (!ms->machine.find_device(d.device))
@@ -231,7 +234,12 @@ void run_calibrate(CalibrateArgs a) {
     for (const CopyCalibration& c : t.calibration.copies)
       if (!ms->machine.find_device(c.src) || !ms->machine.find_device(c.dst))
         throw InputError("--machine " + a.machine + ": has no device pair " + c.src + " -> " + c.dst + " that the trace uses");
-    write_calibrated_machine(a.out, ms->machine, t.calibration);
+    // The trace measured how long its GPU sat idle per op: that, not the preset's guess, is the
+    // launch overhead of the machine the calibration describes.
+    Machine machine = ms->machine;
+    for (const auto& [device, gap] : t.report.launch_gap_s)
+      if (auto id = machine.find_device(device)) machine.devices[*id].launch_overhead_s = gap;
+    write_calibrated_machine(a.out, machine, t.calibration);
     const HoldOutReport held = hold_out_check(t.calibration);
     if (a.json) {
       nlohmann::json j = trace_report_json(t.report, a.out);
@@ -241,7 +249,7 @@ void run_calibrate(CalibrateArgs a) {
     }
     fmt::print("{}\nkernel time per step by op type (what fed the calibration, what did not and why):\n{}",
                t.report.brief(), t.report.usage_table());
-    print_calibration(ms->machine, t.calibration);
+    print_calibration(machine, t.calibration);
     print_hold_out(held);
     fmt::print("\nwritten: {}\n", a.out);
     return;
@@ -539,6 +547,9 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--clock", ca->clock, "cpu: wall (default) or thread (CPU time; for busy machines)");
   cal->add_option("--trace", ca->trace, "trace: a Kineto (PyTorch profiler) or TensorFlow timeline JSON, may be .gz");
   cal->add_option("--machine", ca->machine, "trace: the machine the trace was taken on (preset or YAML)");
+  cal->add_option("--step-marker", ca->step_marker,
+                  "trace (Kineto): annotations whose name contains this text are steps (innermost of nested ones)")
+      ->capture_default_str();
   cal->add_flag("--json", ca->json,
                 "trace: print the import report as JSON (per op type: used or dropped, why, kernel s per step)");
   cal->footer(

@@ -44,6 +44,9 @@ void print_cost_sources(const CostSourceSummary& s, std::size_t max_rows) {
   }
   if (s.by_type.size() > max_rows) print_row(rest);
   print_row(s.total);
+  fmt::print("by phase:\n");
+  for (const CostSourceRow& r : s.by_phase)
+    if (r.total_ops() > 0) print_row(r);
 }
 
 nlohmann::json cost_sources_json(const CostSourceSummary& s, const OpGraph& graph, const Machine& machine,
@@ -52,10 +55,14 @@ nlohmann::json cost_sources_json(const CostSourceSummary& s, const OpGraph& grap
   j["total"] = row_json(s.total);
   j["by_type"] = nlohmann::json::array();
   for (const CostSourceRow& r : s.by_type) j["by_type"].push_back(row_json(r));
+  j["by_phase"] = nlohmann::json::array();
+  for (const CostSourceRow& r : s.by_phase)
+    if (r.total_ops() > 0) j["by_phase"].push_back(row_json(r));
   j["ops"] = nlohmann::json::array();
   for (OpId id = 0; id < graph.num_ops(); ++id)
     j["ops"].push_back({{"name", graph.op(id).name},
                         {"type", graph.op(id).type},
+                        {"phase", phase_name(graph.op(id).phase)},
                         {"device", machine.devices[placement[id]].name},
                         {"source", cost_source_name(s.per_op[id].source)},
                         {"time_s", s.per_op[id].time_s}});

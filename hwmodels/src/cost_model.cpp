@@ -23,6 +23,8 @@ CostSourceSummary summarize_cost_sources(const OpGraph& graph, const CostModel& 
   s.total.op_type = "(all)";
   s.per_op.reserve(graph.num_ops());
   std::map<std::string, CostSourceRow, std::less<>> rows;
+  for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kUpdate, Phase::kOther})
+    s.by_phase.push_back(CostSourceRow{.op_type = std::string(phase_name(p))});
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
     const CostLookup c = cost.lookup(op, device_of_op[id]);
@@ -34,6 +36,9 @@ CostSourceSummary summarize_cost_sources(const OpGraph& graph, const CostModel& 
     row.time_s[k] += c.time_s;
     ++s.total.ops[k];
     s.total.time_s[k] += c.time_s;
+    CostSourceRow& phase = s.by_phase[static_cast<std::size_t>(op.phase)];
+    ++phase.ops[k];
+    phase.time_s[k] += c.time_s;
   }
   for (auto& [type, row] : rows) s.by_type.push_back(std::move(row));
   std::stable_sort(s.by_type.begin(), s.by_type.end(),

@@ -362,6 +362,7 @@ struct KernelRec {
   // before the launch. Kernels of one op instance with different values came from different
   // cuDNN calls (split_conv_backward).
   int64_t call_segment = 0;
+  double start_us = 0;      // GPU start time (Kineto); orders a device's kernels for launch_gap_s
   int64_t instance = -1;    // index into Collected::instances; -1 when unattributed
   int step = -1;            // index into steps; -1 outside any step
   bool host = false;        // TF CPU op (not a GPU kernel)
@@ -584,7 +585,7 @@ struct KinetoScan {
   double first_ts = std::numeric_limits<double>::infinity();
 };
 
-KinetoScan scan_kineto(const json& events, Collected& c) {
+KinetoScan scan_kineto(const json& events, Collected& c, std::string_view step_marker) {
   KinetoScan s;
   for (const json& e : events) {
     if (!e.is_object()) continue;
@@ -610,7 +611,7 @@ KinetoScan scan_kineto(const json& events, Collected& c) {
         break;
       case KinetoCat::kHostOp:
       case KinetoCat::kAnnotation:
-        if (starts_with(name, "ProfilerStep#")) {
+        if (name.find(step_marker) != std::string_view::npos) {
           s.steps.push_back({ts, ts + dur});
           break;
         }
@@ -623,7 +624,18 @@ KinetoScan scan_kineto(const json& events, Collected& c) {
   }
   for (auto& [_, t] : s.threads) t.finalize();
   for (auto& [_, marks] : s.call_marks) std::sort(marks.begin(), marks.end());
-  std::sort(s.steps.begin(), s.steps.end(), [](const KinetoScan::Step& a, const KinetoScan::Step& b) { return a.ts < b.ts; });
+  std::sort(s.steps.begin(), s.steps.end(), [](const KinetoScan::Step& a, const KinetoScan::Step& b) {
+    return a.ts != b.ts ? a.ts < b.ts : a.end > b.end;
+  });
+  // Benchmark harnesses nest markers of one name (an iteration around its forward pass): a step is
+  // an innermost marker, one that contains no other.
+  std::vector<KinetoScan::Step> innermost;
+  for (std::size_t i = 0; i < s.steps.size(); ++i) {
+    const bool holds_next = i + 1 < s.steps.size() && s.steps[i + 1].ts <= s.steps[i].end &&
+                            s.steps[i + 1].end <= s.steps[i].end;
+    if (!holds_next) innermost.push_back(s.steps[i]);
+  }
+  s.steps = std::move(innermost);
   return s;
 }
 
@@ -646,7 +658,7 @@ CopyRec copy_of(const json& e, const Launch* launch) {
   return r;
 }
 
-Collected collect_kineto(const json& root, const json& events, std::string_view origin) {
+Collected collect_kineto(const json& root, const json& events, std::string_view origin, std::string_view step_marker) {
   Collected c;
   c.format = TraceFormat::kKineto;
   if (root.is_object()) {
@@ -655,7 +667,7 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
       c.gpu_name = arg_string((*dp)[0], "name");
     c.host = arg_string(root, "host_name");
   }
-  KinetoScan s = scan_kineto(events, c);
+  KinetoScan s = scan_kineto(events, c, step_marker);
   c.steps = static_cast<int>(s.steps.size());
   if (!std::isfinite(s.first_ts))
     fail(origin, 1,
@@ -699,6 +711,7 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
     KernelRec k;
     k.device = static_cast<int64_t>(arg_number(args, {"device"}).value_or(0.0));
     k.dur_s = number_of(e.value("dur", json())).value_or(0.0) * 1e-6;
+    k.start_us = number_of(e.value("ts", json())).value_or(0.0);
     k.name = arg_string(e, "name");
     const Thread* thread = nullptr;
     int inner = -1;
@@ -1174,6 +1187,34 @@ void summarise_copies(const Collected& c, const TraceImportOptions& options, Imp
   }
 }
 
+// ImportReport::launch_gap_s: per GPU, the median idle time before an op instance's first kernel
+// (its start minus the end of the kernel the device ran before it), over the instances launched
+// in steps. The simulator charges that per op as the device's launch overhead. The median
+// ignores the rare long stalls a profiled run has (a harness's clear-cache pass, the profiler
+// flushing), which a mean over the step's idle time would spread over every op.
+template <typename DeviceName>
+void measure_launch_gaps(const Collected& c, const DeviceName& device_name, ImportReport& rep) {
+  std::map<std::string, std::vector<const KernelRec*>> by_device;
+  for (const KernelRec& k : c.kernels)
+    if (!k.host) by_device[device_name(k)].push_back(&k);
+  for (auto& [device, ks] : by_device) {
+    std::stable_sort(ks.begin(), ks.end(), [](const KernelRec* a, const KernelRec* b) { return a->start_us < b->start_us; });
+    std::vector<double> gaps;
+    double previous_end = -std::numeric_limits<double>::infinity();
+    int64_t previous_instance = -2;
+    for (const KernelRec* k : ks) {
+      const bool first_of_instance = k->instance != previous_instance || k->instance < 0;
+      if (first_of_instance && k->step >= 0 && std::isfinite(previous_end))
+        gaps.push_back(std::max(0.0, k->start_us - previous_end) * 1e-6);
+      previous_end = std::max(previous_end, k->start_us + k->dur_s * 1e6);
+      previous_instance = k->instance;
+    }
+    if (gaps.empty()) continue;
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+    rep.launch_gap_s[device] = gaps[gaps.size() / 2];
+  }
+}
+
 TraceImport build(const Collected& c, std::string_view origin, const TraceImportOptions& options) {
   TraceImport out;
   ImportReport& rep = out.report;
@@ -1230,6 +1271,7 @@ TraceImport build(const Collected& c, std::string_view origin, const TraceImport
   for (double s : rep.step_kernel_s) busy_steps += s > 0;
   rep.kernel_time_per_step_s = busy_steps > 0 ? in_steps / busy_steps : rep.total_kernel_s;
 
+  if (c.format == TraceFormat::kKineto) measure_launch_gaps(c, device_name, rep);
   std::vector<Unit> units = make_units(c, by_instance);
   if (c.format == TraceFormat::kKineto && options.graph) match_graph(c, *options.graph, rep.step_kernel_s, units);
   summarise_usage(c, units, busy_steps, rep);
@@ -1300,6 +1342,7 @@ void TraceImportOptions::validate() const {
   if (starts_with(host_device, gpu_prefix))
     throw InputError("TraceImportOptions.host_device = \"" + host_device + "\": must not start with gpu_prefix \"" +
                      gpu_prefix + "\" (it would clash with a GPU's name)");
+  if (step_marker.empty()) throw InputError("TraceImportOptions.step_marker = \"\": must not be empty");
   fit.validate();
 }
 
@@ -1447,7 +1490,7 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
                ">= 1.9) or Kernel, Runtime, Operator, Memcpy (1.8), or a TensorFlow timeline (process names "
                "\"/device:GPU:0 …\", args.op)");
   }
-  Collected c = format == TraceFormat::kKineto ? collect_kineto(root, *events, origin)
+  Collected c = format == TraceFormat::kKineto ? collect_kineto(root, *events, origin, options.step_marker)
                                                : collect_tensorflow(*events, options, origin);
   return build(c, origin, options);
 }
@@ -1473,6 +1516,8 @@ std::string ImportReport::brief() const {
     o << "\n";
   }
   if (memsets) o << "  memsets: " << memsets << "\n";
+  for (const auto& [device, gap] : launch_gap_s)
+    o << "  " << device << ": median idle time before an op's first kernel " << format_seconds(gap) << "\n";
   o << "  signatures measured: " << signatures << "; kernel time per step with a signature "
     << format_seconds(used_kernel_s_per_step) << ", without " << format_seconds(dropped_kernel_s_per_step) << "\n";
   return o.str();

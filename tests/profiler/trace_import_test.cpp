@@ -587,6 +587,37 @@ TEST(TraceImport, ConvolutionBackwardSplitsAtItsLastCudnnCall) {
   EXPECT_NEAR(d->kernel_times_s.at(g.op(6).kernel), 60e-6, 1e-12);  // conv_a's weight gradient alone
 }
 
+// A benchmark harness marks its own passes, nested ("measure|forward" around a cache clear and the
+// pass itself): --step-marker picks them and the innermost markers are the steps. The median idle
+// time before an op's first kernel is the GPU's launch gap.
+TEST(TraceImport, CustomStepMarkersTakeTheInnermostAndLaunchGapsAreMedians) {
+  TraceWriter w;
+  w.host("user_annotation", "[param|model|warmup|forward]", 1, 0, 900);
+  w.host("cpu_op", "aten::relu_", 1, 10, 20);
+  w.launch("relu", 1, 15, 50);  // GPU 1015..1065
+  w.host("user_annotation", "[param|model|measure|forward]", 1, 2000, 3000);
+  w.host("cpu_op", "aten::zero_", 1, 2010, 20);  // the harness's cache clear, outside the inner pass
+  w.launch("clear", 1, 2015, 500);  // GPU 3015..3515
+  w.host("user_annotation", "[param|model|measure|forward]", 1, 2900, 1000);
+  w.host("cpu_op", "aten::relu_", 1, 2910, 20);
+  w.launch("relu", 1, 2915, 40);    // GPU 3915..3955: 400 us after the clear (a stall)
+  w.host("cpu_op", "aten::relu_", 1, 2960, 20);
+  w.launch("relu", 1, 2965, 30);    // GPU 3965..3995: 10 us gap
+  w.host("cpu_op", "aten::relu_", 1, 2999, 20);
+  w.launch("relu", 1, 3001, 30);    // GPU 4001..4031: 6 us gap
+  TraceImportOptions o;
+  o.step_marker = "measure|forward";
+  const TraceImport t = import_trace_text(w.json(), "harness.json", o);
+  EXPECT_EQ(t.report.steps, 1);  // the inner measure marker; the outer one holds it
+  EXPECT_NEAR(t.report.kernel_time_per_step_s, 100e-6, 1e-12);
+  ASSERT_EQ(t.report.launch_gap_s.count("gpu:0"), 1u);
+  EXPECT_NEAR(t.report.launch_gap_s.at("gpu:0"), 10e-6, 1e-12);  // median of 400, 10, 6 us
+  o.step_marker = "forward]";
+  EXPECT_EQ(import_trace_text(w.json(), "harness.json", o).report.steps, 2);  // warmup and the inner measure
+  o.step_marker = "";
+  EXPECT_THROW(import_trace_text(w.json(), "harness.json", o), InputError);
+}
+
 TEST(TraceImport, UnknownSchemasAndKernellessTracesSayWhatWasFound) {
   try {
     import_trace_text(R"({"traceEvents": [{"ph": "X", "cat": "Stuff", "name": "a"}, {"ph": "X", "cat": "Stuff", "name": "b"},

@@ -102,6 +102,7 @@ struct CostSourceRow {
 struct CostSourceSummary {
   CostSourceRow total;
   std::vector<CostSourceRow> by_type;  // largest total time first, ties by type name
+  std::vector<CostSourceRow> by_phase; // indexed by Phase; op_type holds the phase's name
   std::vector<CostLookup> per_op;      // indexed by OpId
 };
 // Prices every op of `graph` on device_of_op[op] (one entry per op) with `cost`.

@@ -52,6 +52,10 @@ struct TraceImportOptions {
   // to it — when the counts per step agree (docs/calibration.md lists the table). Shapes the
   // trace recorded win over the graph's.
   const OpGraph* graph = nullptr;
+  // Kineto: host annotations whose name contains this text mark steps (PyTorch's profiler writes
+  // ProfilerStep#N; benchmark harnesses write their own, e.g. "measure|forward"). Of nested
+  // markers, the innermost are the steps.
+  std::string step_marker = "ProfilerStep#";
   FitOptions fit;  // for Calibration::refit of the per-class fits
   void validate() const;  // throws InputError naming the field
 };
@@ -123,6 +127,10 @@ struct ImportReport {
   // no work, as the profiler's last ProfilerStep often is, does not count); with no steps, the
   // total.
   double kernel_time_per_step_s = 0;
+  // Kineto: per calibration device, the median GPU idle time before an op instance's first kernel
+  // (launched in a step), the per-op overhead the simulator should charge that GPU
+  // (Device::launch_overhead_s); `placelab calibrate --backend trace` writes it into the machine.
+  std::map<std::string, double> launch_gap_s;
   int64_t memsets = 0;
   std::vector<TraceCopyKind> copies;   // sorted by device, then kind
   std::vector<TraceOpSummary> ops;     // by total_s, largest first
