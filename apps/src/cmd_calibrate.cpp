@@ -42,6 +42,7 @@ struct CalibrateArgs {
   std::vector<std::string> graphs, models;
   std::string trace, machine;
   std::string step_marker = "ProfilerStep#";  // trace: the annotation text that marks a step
+  int64_t max_trace_mb = kMaxTraceBytes >> 20;  // trace: the largest (decompressed) trace read
   bool no_sweep = false;
   double sweep_scale = 1.0;
   int cores_per_device = 1;
@@ -227,6 +228,9 @@ void run_calibrate(CalibrateArgs a) {
       o.graph = &g.graph;
     }
     o.step_marker = a.step_marker;
+    if (a.max_trace_mb < 1 || a.max_trace_mb > (int64_t{1} << 20))
+      throw InputError("--max-trace-mb " + std::to_string(a.max_trace_mb) + ": must be between 1 and 1048576");
+    o.max_bytes = a.max_trace_mb << 20;
     TraceImport t = import_trace(a.trace, o);
     for (const DeviceCalibration& d : t.calibration.devices)
       if (!ms->machine.find_device(d.device))
@@ -549,6 +553,10 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--machine", ca->machine, "trace: the machine the trace was taken on (preset or YAML)");
   cal->add_option("--step-marker", ca->step_marker,
                   "trace (Kineto): annotations whose name contains this text are steps (innermost of nested ones)")
+      ->capture_default_str();
+  cal->add_option("--max-trace-mb", ca->max_trace_mb,
+                  "trace: the largest trace, in MiB after decompression, that is read (parsed JSON takes several times "
+                  "its text)")
       ->capture_default_str();
   cal->add_flag("--json", ca->json,
                 "trace: print the import report as JSON (per op type: used or dropped, why, kernel s per step)");

@@ -214,7 +214,30 @@ class Importer {
         if (output.type().has_tensor_type()) output.mutable_type()->mutable_tensor_type()->clear_shape();
   }
 
+  // ONNX's shape inference divides by strides and multiplies by dilations without checking them
+  // (ONNX 1.12: strides 0 on a Conv or a pool is a SIGFPE), so every window attribute is checked
+  // before inference sees it.
+  void check_window_attributes() const {
+    static const std::set<std::string, std::less<>> kWindowOps = {
+        "Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "MaxUnpool"};
+    for (const auto& n : model_.graph().node()) {
+      if (!kWindowOps.contains(n.op_type())) continue;
+      for (const auto& a : n.attribute()) {
+        const std::string& name = a.name();
+        const int64_t least = name == "pads" || name == "output_padding" ? 0 : 1;
+        if (name != "strides" && name != "dilations" && name != "kernel_shape" && name != "pads" &&
+            name != "output_padding" && name != "output_shape")
+          continue;
+        if (a.ints_size() > 8) fail(n, name + ": " + std::to_string(a.ints_size()) + " values (at most 8 axes)");
+        for (int64_t v : a.ints())
+          if (v < least || v > (int64_t{1} << 31))
+            fail(n, name + " value " + std::to_string(v) + ": must be between " + std::to_string(least) + " and 2^31");
+      }
+    }
+  }
+
   void infer_shapes() {
+    check_window_attributes();
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.
     model_.mutable_graph()->clear_value_info();

@@ -1391,10 +1391,18 @@ std::string_view trace_drop_reason_text(TraceDropReason reason) {
   return "?";
 }
 
-std::string read_maybe_gzip(const std::filesystem::path& path) {
+std::string read_maybe_gzip(const std::filesystem::path& path, int64_t max_bytes) {
+  auto too_big = [&](const char* what) {
+    return InputError(path.string() + ": " + what + " more than " + std::to_string(max_bytes >> 20) +
+                      " MiB (the limit; profile fewer steps, or raise it with --max-trace-mb)");
+  };
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot open: " + std::strerror(errno));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > static_cast<std::uintmax_t>(max_bytes)) throw too_big("the file holds");
   std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (static_cast<int64_t>(raw.size()) > max_bytes) throw too_big("the file holds");
   if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
     return raw;
 
@@ -1411,6 +1419,10 @@ std::string read_maybe_gzip(const std::filesystem::path& path) {
     zs.avail_out = static_cast<uInt>(buf.size());
     rc = inflate(&zs, Z_NO_FLUSH);
     out.append(buf.data(), buf.size() - zs.avail_out);
+    if (static_cast<int64_t>(out.size()) > max_bytes) {
+      inflateEnd(&zs);
+      throw too_big("its gzip data inflate to");
+    }
     if (rc == Z_STREAM_END) {
       if (zs.avail_in == 0) break;
       inflateReset(&zs);  // another gzip member follows
@@ -1496,7 +1508,8 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
 }
 
 TraceImport import_trace(const std::filesystem::path& path, const TraceImportOptions& options) {
-  const std::string text = read_maybe_gzip(path);
+  if (options.max_bytes < 1) throw InputError("TraceImportOptions.max_bytes = " + std::to_string(options.max_bytes) + ": must be >= 1");
+  const std::string text = read_maybe_gzip(path, options.max_bytes);
   return import_trace_text(text, path.string(), options);
 }
 

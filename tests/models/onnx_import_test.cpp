@@ -575,6 +575,27 @@ TEST(OnnxImportErrors, UnsupportedAttributesNameTheNode) {
   EXPECT_NE(e.find("node '/conv/Conv' (Conv): dilations"), std::string::npos) << e;
 }
 
+// ONNX's own shape inference traps (SIGFPE) on a zero stride; the importer checks first.
+TEST(OnnxImportErrors, ZeroStridesAndKernelsAreRejectedBeforeShapeInference) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  for (int node : {0, 3}) {  // the Conv and the MaxPool
+    ModelMaker m = tiny_cnn();
+    ModelMaker::ints(*m.model().mutable_graph()->mutable_node(node), "strides", {0, 0});
+    std::string e = import_error(m.save("zero_stride.onnx"), options);
+    EXPECT_NE(e.find("strides value 0: must be between 1 and 2^31"), std::string::npos) << e;
+  }
+  ModelMaker k = tiny_cnn();
+  auto* pool = k.model().mutable_graph()->mutable_node(3);
+  pool->mutable_attribute(0)->set_ints(0, 0);  // kernel_shape 0x2
+  std::string e = import_error(k.save("zero_kernel.onnx"), options);
+  EXPECT_NE(e.find("node '/pool/MaxPool' (MaxPool): kernel_shape value 0"), std::string::npos) << e;
+  ModelMaker p = tiny_cnn();
+  p.model().mutable_graph()->mutable_node(0)->mutable_attribute(1)->set_ints(2, -1);  // pads
+  e = import_error(p.save("negative_pad.onnx"), options);
+  EXPECT_NE(e.find("node '/conv/Conv' (Conv): pads value -1: must be between 0"), std::string::npos) << e;
+}
+
 TEST(OnnxImportErrors, WeightsOfTheWrongSizeNameTheTensor) {
   // ONNX 1.12's Conv inference does not look at the bias; the importer must.
   ModelMaker m = tiny_cnn();

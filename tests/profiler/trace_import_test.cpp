@@ -137,6 +137,35 @@ TEST(TraceImport, ReadsGzipAndPlainFilesAlike) {
   fs::remove(gz);
 }
 
+// A gzip bomb: 64 MiB of spaces compress to ~64 KB. Inflating stops at the limit, long before the
+// whole stream is in memory; a plain file over the limit is refused before it is read.
+TEST(TraceImport, TracesOverTheSizeLimitAreRefusedBeforeTheyFillMemory) {
+  std::string padded = kKineto;
+  padded.append(std::size_t{64} << 20, ' ');
+  fs::path bomb = gzip_file("bomb.json.gz", padded);
+  EXPECT_LT(fs::file_size(bomb), std::uintmax_t{1} << 20);
+  TraceImportOptions o;
+  o.max_bytes = int64_t{16} << 20;
+  try {
+    import_trace(bomb, o);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("its gzip data inflate to more than 16 MiB (the limit"), std::string::npos)
+        << e.what();
+  }
+  fs::path plain = temp_file("big.json", padded);
+  try {
+    import_trace(plain, o);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the file holds more than 16 MiB"), std::string::npos) << e.what();
+  }
+  o.max_bytes = int64_t{128} << 20;
+  EXPECT_EQ(import_trace(bomb, o).report.kernels, import_trace(temp_file("small.json", kKineto)).report.kernels);
+  fs::remove(bomb);
+  fs::remove(plain);
+}
+
 TEST(TraceImport, MalformedJsonNamesFileAndLine) {
   fs::path p = temp_file("bad.json", "{\n  \"traceEvents\": [\n    {\"ph\": \"X\",, \"name\": \"k\"}\n  ]\n}\n");
   try {

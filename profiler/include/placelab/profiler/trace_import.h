@@ -36,6 +36,10 @@ enum class TraceFormat : uint8_t {
 };
 std::string_view trace_format_name(TraceFormat format);  // "auto", "kineto", "tensorflow"
 
+// The largest trace text import_trace reads (after decompression), by default: parsed JSON takes
+// several times its text, and a profile of a few steps is a few to a few hundred MB.
+inline constexpr int64_t kMaxTraceBytes = int64_t{512} << 20;
+
 struct TraceImportOptions {
   TraceFormat format = TraceFormat::kAuto;
   // Calibration device names. A trace GPU (Kineto args.device, TF "/device:GPU:N") becomes
@@ -56,6 +60,7 @@ struct TraceImportOptions {
   // ProfilerStep#N; benchmark harnesses write their own, e.g. "measure|forward"). Of nested
   // markers, the innermost are the steps.
   std::string step_marker = "ProfilerStep#";
+  int64_t max_bytes = kMaxTraceBytes;  // import_trace: the limit of read_maybe_gzip
   FitOptions fit;  // for Calibration::refit of the per-class fits
   void validate() const;  // throws InputError naming the field
 };
@@ -167,9 +172,10 @@ TraceImport import_trace(const std::filesystem::path& path, const TraceImportOpt
 // The same for a trace already in memory; `origin` names it in messages.
 TraceImport import_trace_text(std::string_view text, std::string_view origin, const TraceImportOptions& options = {});
 
-// The bytes of a file, decompressed when it is gzip. Throws InputError when it cannot be read or
-// the gzip stream is corrupt.
-std::string read_maybe_gzip(const std::filesystem::path& path);
+// The bytes of a file, decompressed when it is gzip. Throws InputError when it cannot be read, the
+// gzip stream is corrupt, or the file or its decompressed text exceeds `max_bytes` (a 6 MB gzip
+// bomb would otherwise inflate to gigabytes before anything looks at it).
+std::string read_maybe_gzip(const std::filesystem::path& path, int64_t max_bytes = kMaxTraceBytes);
 
 // The kernel signature of one PyTorch op instance from its recorded shapes (Kineto args
 // "Input Dims" — "Input dims" before PyTorch 1.10 — one list per input, [] for scalars and
