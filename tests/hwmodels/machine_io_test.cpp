@@ -180,7 +180,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(1, "name: [a, b]"), "t.yaml:1: name = <a sequence>: must be a string"},
       {"name: toy\ndevices:\n  - just a string\n",
        "t.yaml:3: devices[0] = just a string: must be a mapping with keys name, kind, model, peak_flops, "
-       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine"},
+       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine, efficiency"},
       {with_line(9, "    launch_overhead_s: 3 us\n    copy_engine: no"),
        "t.yaml:10: devices[0].copy_engine = no: must be true or false"},
       {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
