@@ -69,11 +69,25 @@ AnalyticCostModel::AnalyticCostModel(const Machine& machine, Options options)
 double AnalyticCostModel::op_time_s(const Op& op, DeviceId device) const {
   PLACELAB_CHECK(device < machine().num_devices()) << "device " << device << " of " << machine().num_devices();
   const Device& d = machine().devices[device];
+  const double flops = op.flops > 0 ? op.flops : kernel_flops(op.kernel);
+  const double bytes = op.bytes_accessed > 0 ? op.bytes_accessed : kernel_bytes(op.kernel);
+  if (d.efficiency) {
+    const EfficiencyProfile& p = *d.efficiency;
+    if (op.kernel.cls == KernelClass::kNoop) return p.host_op_s.value_or(d.launch_overhead_s);
+    const EfficiencyCurve& e = p.curve(op.kernel.cls);
+    const bool conv = op.kernel.cls == KernelClass::kConv2D || op.kernel.cls == KernelClass::kConv2DBackpropInput ||
+                      op.kernel.cls == KernelClass::kConv2DBackpropFilter;
+    // conv dims: n, c, h, w, k, r, s, stride, pad (graph/kernel.h).
+    const bool winograd = conv && op.kernel.dims[5] == 3 && op.kernel.dims[6] == 3 && op.kernel.dims[7] == 1;
+    const double compute_max = e.compute_max * (winograd ? p.winograd_speedup : 1.0);
+    // flops / (peak · compute_max · flops / (flops + half)) = (flops + half) / (peak · compute_max).
+    const double compute_s = flops > 0 ? (flops + e.compute_half_flops) / (d.peak_flops * compute_max) : 0;
+    const double memory_s = bytes > 0 ? (bytes + e.memory_half_bytes) / (d.memory_bandwidth_Bps * e.memory_max) : 0;
+    return d.launch_overhead_s + std::max(compute_s, memory_s);
+  }
   if (op.kernel.cls == KernelClass::kNoop) return d.launch_overhead_s;
   const ClassEfficiency& e =
       options_.efficiency[efficiency_index(d.kind)][static_cast<std::size_t>(op.kernel.cls)];
-  const double flops = op.flops > 0 ? op.flops : kernel_flops(op.kernel);
-  const double bytes = op.bytes_accessed > 0 ? op.bytes_accessed : kernel_bytes(op.kernel);
   const double compute_s = flops / (d.peak_flops * e.compute);
   const double memory_s = bytes / (d.memory_bandwidth_Bps * e.memory);
   return d.launch_overhead_s + std::max(compute_s, memory_s);

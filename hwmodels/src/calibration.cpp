@@ -694,6 +694,23 @@ std::string machine_yaml(const Machine& m, bool as_block) {
     o << in << "    streams: " << d.streams << "\n";
     o << in << "    launch_overhead_s: " << num(d.launch_overhead_s) << "\n";
     if (!d.copy_engine) o << in << "    copy_engine: false\n";
+    if (d.efficiency && d.efficiency->name != "custom") {
+      o << in << "    efficiency: " << d.efficiency->name << "\n";
+    } else if (d.efficiency) {
+      // A spelled-out profile: every value, so that reading the file back gives the same profile.
+      const EfficiencyProfile& p = *d.efficiency;
+      o << in << "    efficiency:\n";
+      o << in << "      winograd_speedup: " << num(p.winograd_speedup) << "\n";
+      if (p.host_op_s) o << in << "      host_op_s: " << num(*p.host_op_s) << "\n";
+      for (int c = 0; c < kNumKernelClasses; ++c) {
+        const auto cls = static_cast<KernelClass>(c);
+        if (cls == KernelClass::kNoop) continue;
+        const EfficiencyCurve& e = p.curve(cls);
+        o << in << "      " << kernel_class_name(cls) << ": {compute_max: " << num(e.compute_max)
+          << ", compute_half_flops: " << num(e.compute_half_flops) << ", memory_max: " << num(e.memory_max)
+          << ", memory_half_bytes: " << num(e.memory_half_bytes) << "}\n";
+      }
+    }
   }
   if (!m.switches.empty()) {
     o << in << "switches: [";

@@ -12,6 +12,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/numbers.h"
+#include "placelab/hwmodels/cost_model.h"
 #include "presets.h"
 
 namespace placelab {
@@ -135,7 +136,12 @@ class MachineReader {
   static constexpr std::string_view kRootKeys[] = {"name", "description", "devices", "switches", "links"};
   static constexpr std::string_view kDeviceKeys[] = {
       "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s",
-      "copy_engine"};
+      "copy_engine", "efficiency"};
+  static constexpr std::string_view kEfficiencyKeys[] = {
+      "base", "winograd_speedup", "host_op_s", "gemm", "conv2d", "conv2d_backprop_input", "conv2d_backprop_filter",
+      "elementwise", "reduction", "embedding", "softmax", "copy"};
+  static constexpr std::string_view kCurveKeys[] = {"compute_max", "compute_half_flops", "memory_max",
+                                                    "memory_half_bytes"};
   static constexpr std::string_view kLinkKeys[] = {"a",         "b",         "kind", "bandwidth_Bps",
                                                    "latency_s", "reverse_bandwidth_Bps", "reverse_latency_s"};
 
@@ -296,7 +302,76 @@ class MachineReader {
       if (v != "true" && v != "false") fail(field_line(path, "copy_engine"), path + ".copy_engine", v, "must be true or false");
       d.copy_engine = v == "true";
     }
+    if (node["efficiency"]) d.efficiency = read_efficiency(node, path, d.kind);
     return d;
+  }
+
+  std::string profile_list() const {
+    std::string out;
+    for (const std::string& n : efficiency_profile_names()) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  EfficiencyProfile named_profile(const std::string& name, int line, const std::string& field) const {
+    if (auto p = builtin_efficiency_profile(name)) return *p;
+    fail(line, field, name, "not a built-in efficiency profile; profiles: " + profile_list());
+  }
+
+  // The flat efficiencies of AnalyticCostModel::Options for a device kind, as a profile: what a
+  // device without `efficiency` gets, and the base of a spelled-out profile without `base`.
+  static EfficiencyProfile flat_profile(DeviceKind kind) {
+    const AnalyticCostModel::Options defaults;
+    EfficiencyProfile p;
+    p.name = "custom";
+    for (int c = 0; c < kNumKernelClasses; ++c) {
+      const ClassEfficiency& e = defaults.efficiency[AnalyticCostModel::efficiency_index(kind)][static_cast<std::size_t>(c)];
+      p.classes[static_cast<std::size_t>(c)] = {e.compute, 0, e.memory, 0};
+    }
+    return p;
+  }
+
+  double read_plain(const YAML::Node& map, const std::string& path, std::string_view key) {
+    const YAML::Node node = map[std::string(key)];
+    const std::string text = node.IsScalar() ? node.Scalar() : describe_node(node);
+    const std::optional<double> v = node.IsScalar() ? parse_number<double>(text) : std::nullopt;
+    if (!v || !std::isfinite(*v)) fail(field_line(path, key), field_path(path, key), text, "must be a number");
+    return *v;
+  }
+
+  // `efficiency: k80` (a built-in profile) or a mapping: `base` (a built-in profile; default the
+  // flat per-kind efficiencies), `winograd_speedup`, `host_op_s`, and per kernel class a mapping of
+  // compute_max, compute_half_flops, memory_max, memory_half_bytes overriding the base's values.
+  EfficiencyProfile read_efficiency(const YAML::Node& device, const std::string& device_path, DeviceKind kind) {
+    const YAML::Node node = device["efficiency"];
+    const std::string path = field_path(device_path, "efficiency");
+    const int line = field_line(device_path, "efficiency");
+    if (node.IsScalar()) return named_profile(node.Scalar(), line, path);
+    check_map(node, path, line, kEfficiencyKeys, {});
+    EfficiencyProfile p = node["base"] ? named_profile(read_string(node, path, "base"), field_line(path, "base"),
+                                                       field_path(path, "base"))
+                                       : flat_profile(kind);
+    p.name = "custom";
+    if (node["winograd_speedup"]) p.winograd_speedup = read_plain(node, path, "winograd_speedup");
+    if (node["host_op_s"]) p.host_op_s = read_quantity(node, path, "host_op_s", Quantity::kSeconds, true);
+    for (std::string_view key : kEfficiencyKeys) {
+      const auto cls = kernel_class_from_name(key);
+      if (!cls || !node[std::string(key)]) continue;
+      const std::string cpath = field_path(path, key);
+      check_map(node[std::string(key)], cpath, field_line(path, key), kCurveKeys, {});
+      const YAML::Node c = node[std::string(key)];
+      EfficiencyCurve& e = p.curve(*cls);
+      if (c["compute_max"]) e.compute_max = read_plain(c, cpath, "compute_max");
+      if (c["compute_half_flops"]) e.compute_half_flops = read_plain(c, cpath, "compute_half_flops");
+      if (c["memory_max"]) e.memory_max = read_plain(c, cpath, "memory_max");
+      if (c["memory_half_bytes"])
+        e.memory_half_bytes = read_quantity(c, cpath, "memory_half_bytes", Quantity::kBytes, true);
+    }
+    if (std::string error = validate_efficiency_profile(p); !error.empty()) {
+      // error is "<class>.<field> = <value>: <rule>" or "<field> = …": point at that field's line.
+      const std::string field = error.substr(0, error.find(' '));
+      throw InputError(origin_ + ":" + std::to_string(field_line(path, field)) + ": " + path + "." + error);
+    }
+    return p;
   }
 
   Link read_link(const YAML::Node& node, const std::string& path, int parent_line) {

@@ -128,5 +128,41 @@ TEST(AnalyticCostModel, OptionsValidationNamesTheEntry) {
   }
 }
 
+TEST(AnalyticCostModel, EfficiencyProfileCurves) {
+  Machine m = toy();
+  EfficiencyProfile p;
+  p.name = "test";
+  for (EfficiencyCurve& c : p.classes) c = {0.5, 0, 0.8, 0};
+  // gemm reaches half of 0.5 at 1e9 FLOPs; elementwise half of 0.8 at 1e6 bytes.
+  p.curve(KernelClass::kGemm) = {0.5, 1e9, 0.8, 0};
+  p.curve(KernelClass::kElementwise) = {0.5, 0, 0.8, 1e6};
+  p.winograd_speedup = 2.0;
+  p.host_op_s = 1e-6;
+  m.devices[0].efficiency = p;
+  AnalyticCostModel cost(m, round_options());
+  // 1000³ gemm, 2e9 flops: (2e9 + 1e9) / (1e12 · 0.5) = 6 ms (flat: 4 ms).
+  EXPECT_DOUBLE_EQ(cost.op_time_s(op_with(KernelSignature::gemm(1000, 1000, 1000)), 0), 5e-6 + 6e-3);
+  // 1e6 elements, 8e6 bytes: (8e6 + 1e6) / (1e11 · 0.8) = 112.5 µs.
+  EXPECT_DOUBLE_EQ(cost.op_time_s(op_with(KernelSignature::elementwise(1'000'000, 1)), 0), 5e-6 + 112.5e-6);
+  // A 3×3 stride-1 convolution runs at twice the rate of a 1×1 one with the same FLOPs.
+  Op c3 = op_with(KernelSignature::conv2d(KernelClass::kConv2D, 8, 64, 32, 32, 64, 3, 3, 1, 1), 1e10, 1);
+  Op c1 = op_with(KernelSignature::conv2d(KernelClass::kConv2D, 8, 64, 32, 32, 64, 1, 1, 1, 0), 1e10, 1);
+  EXPECT_DOUBLE_EQ(cost.op_time_s(c1, 0), 5e-6 + 20e-3);
+  EXPECT_DOUBLE_EQ(cost.op_time_s(c3, 0), 5e-6 + 10e-3);
+  // Ops without a kernel cost host_op_s instead of the launch overhead.
+  EXPECT_DOUBLE_EQ(cost.op_time_s(op_with(KernelSignature::noop()), 0), 1e-6);
+  // The CPU has no profile: Options' flat efficiencies still apply (CPU gemm 0.25).
+  EXPECT_DOUBLE_EQ(cost.op_time_s(op_with(KernelSignature::gemm(1000, 1000, 1000)), 1), 2e-6 + 80e-3);
+}
+
+TEST(AnalyticCostModel, BuiltInProfilesValidate) {
+  for (const std::string& name : efficiency_profile_names()) {
+    auto p = builtin_efficiency_profile(name);
+    ASSERT_TRUE(p.has_value()) << name;
+    EXPECT_EQ(validate_efficiency_profile(*p), "") << name;
+  }
+  EXPECT_FALSE(builtin_efficiency_profile("k81").has_value());
+}
+
 }  // namespace
 }  // namespace placelab

@@ -180,7 +180,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(1, "name: [a, b]"), "t.yaml:1: name = <a sequence>: must be a string"},
       {"name: toy\ndevices:\n  - just a string\n",
        "t.yaml:3: devices[0] = just a string: must be a mapping with keys name, kind, model, peak_flops, "
-       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine"},
+       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine, efficiency"},
       {with_line(9, "    launch_overhead_s: 3 us\n    copy_engine: no"),
        "t.yaml:10: devices[0].copy_engine = no: must be true or false"},
       {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
@@ -196,7 +196,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
 TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(with_line(5, "    peek_flops: 1e11")),
             "t.yaml:5: devices[0].peek_flops: unknown key; allowed keys: name, kind, model, peak_flops, "
-            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine");
+            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine, efficiency");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
             "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),
@@ -207,6 +207,46 @@ TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(without_lines(13, 13)), "t.yaml:10: devices[1].memory_bandwidth_Bps: missing (required)");
   EXPECT_EQ(load_error(without_lines(28, 28)), "t.yaml:24: links[1].latency_s: missing (required)");
   EXPECT_EQ(load_error(without_lines(1, 1)), "t.yaml:1: name: missing (required)");
+}
+
+TEST(MachineYaml, EfficiencyNamesABuiltInProfileOrSpellsOneOut) {
+  // Without the key a device has no profile (the cost model's flat per-kind defaults).
+  EXPECT_FALSE(parse_machine_yaml(kToy, "t.yaml").devices[1].efficiency.has_value());
+  Machine named = parse_machine_yaml(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency: k80"), "t.yaml");
+  ASSERT_TRUE(named.devices[1].efficiency.has_value());
+  EXPECT_EQ(named.devices[1].efficiency->name, "k80");
+  EXPECT_DOUBLE_EQ(named.devices[1].efficiency->curve(KernelClass::kGemm).compute_max, 0.66);
+
+  Machine custom = parse_machine_yaml(with_line(16,
+                                                "    launch_overhead_s: 5e-6\n"
+                                                "    efficiency:\n"
+                                                "      base: k80\n"
+                                                "      host_op_s: 1 us\n"
+                                                "      conv2d: {compute_max: 0.3, compute_half_flops: 1e9}\n"
+                                                "      elementwise: {memory_half_bytes: 2 MB}"),
+                                      "t.yaml");
+  const EfficiencyProfile& p = *custom.devices[1].efficiency;
+  EXPECT_EQ(p.name, "custom");
+  EXPECT_DOUBLE_EQ(p.curve(KernelClass::kConv2D).compute_max, 0.3);
+  EXPECT_DOUBLE_EQ(p.curve(KernelClass::kConv2D).compute_half_flops, 1e9);
+  EXPECT_DOUBLE_EQ(p.curve(KernelClass::kConv2D).memory_max, 0.7);  // from the base
+  EXPECT_DOUBLE_EQ(p.curve(KernelClass::kElementwise).memory_half_bytes, 2e6);
+  EXPECT_DOUBLE_EQ(p.host_op_s.value(), 1e-6);
+  EXPECT_DOUBLE_EQ(p.winograd_speedup, 2.0);
+
+  EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency: k81")),
+            "t.yaml:17: devices[1].efficiency = k81: not a built-in efficiency profile; profiles: k80, p100, v100");
+  EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      conv: {}")),
+            "t.yaml:18: devices[1].efficiency.conv: unknown key; allowed keys: base, winograd_speedup, host_op_s, "
+            "gemm, conv2d, conv2d_backprop_input, conv2d_backprop_filter, elementwise, reduction, embedding, "
+            "softmax, copy");
+  EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      gemm:\n        peak: 1")),
+            "t.yaml:19: devices[1].efficiency.gemm.peak: unknown key; allowed keys: compute_max, "
+            "compute_half_flops, memory_max, memory_half_bytes");
+  EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      gemm:\n        compute_max: 1.5")),
+            "t.yaml:19: devices[1].efficiency.gemm.compute_max = 1.5: must be in (0, 1]");
+  EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      winograd_speedup: 9")),
+            "t.yaml:18: devices[1].efficiency.winograd_speedup = 9: must be in [1, 4]");
 }
 
 TEST(MachineYaml, FinalizeErrorsPointAtTheOffendingEntry) {

@@ -18,6 +18,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/placement.h"
+#include "placelab/hwmodels/efficiency.h"
 
 namespace placelab {
 
@@ -50,6 +51,9 @@ struct Device {
   // own cores copy — a received tensor is a memcpy that takes one of its compute slots, as in
   // placelab's CPU executor (`placelab calibrate --backend cpu` writes false).
   bool copy_engine = true;
+  // How close this device type comes to its peaks, per kernel class and size (efficiency.h); the
+  // analytic cost model uses it. nullopt: AnalyticCostModel::Options' flat per-kind efficiencies.
+  std::optional<EfficiencyProfile> efficiency;
 };
 
 enum class LinkKind : uint8_t { kPcie, kNvlink, kQpi, kNetwork, kMemory };
