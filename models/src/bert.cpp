@@ -18,9 +18,11 @@ Value dense(TrainingGraphBuilder& b, Value x, std::string_view name, int64_t uni
   return b.dense(x, b.variable("kernel", {b.shape(x).back(), units}), b.variable("bias", {units}));
 }
 
-// 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))), op by op as modeling.gelu.
+// 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))), op by op as modeling.gelu; PyTorch (HF's
+// BertIntermediate) one F.gelu kernel.
 Value gelu(TrainingGraphBuilder& b, Value x) {
   auto s = b.scope("gelu");
+  if (b.options().framework == Framework::kPyTorch) return b.gelu(x);
   Value inner = b.scale(b.add(x, b.scale(b.pow(x, 3), 0.044715)), std::sqrt(2 / M_PI));
   return b.mul(x, b.scale(b.add_constant(b.tanh(inner), 1), 0.5));
 }
@@ -36,13 +38,17 @@ void build_bert(TrainingGraphBuilder& b, const GenOptions& o) {
                      std::to_string(heads));
   if (seq > 512) throw InputError("model 'bert_base': seq = " + std::to_string(seq) + ": must be <= 512 positions");
   const int64_t head_dim = hidden / heads, tokens = n * seq;
-  // input ids, one-hot token types, position ids, the additive attention mask, start and end labels.
-  auto in = b.input_pipeline({{n, seq}, {tokens, 2}, {seq}, {n, 1, 1, seq}, {n}, {n}});
+  // input ids, token types (TF: one-hot), position ids, the additive attention mask, start and end
+  // labels.
+  const bool pytorch = b.options().framework == Framework::kPyTorch;
+  auto in = b.input_pipeline({{n, seq}, pytorch ? Shape{tokens} : Shape{tokens, 2}, {seq}, {n, 1, 1, seq}, {n}, {n}});
   Value x;
   {
     auto l = b.layer("bert/embeddings", 0);
     Value words = b.gather(b.variable("word_embeddings", {vocab, hidden}), in[0]);  // [n, seq, hidden]
-    Value types = b.matmul(in[1], b.variable("token_type_embeddings", {2, hidden}));
+    // run_squad.py multiplies one-hot token types with the table; HF's BertEmbeddings looks them up.
+    Value type_table = b.variable("token_type_embeddings", {2, hidden});
+    Value types = pytorch ? b.gather(type_table, in[1]) : b.matmul(in[1], type_table);
     Value positions = b.gather(b.variable("position_embeddings", {512, hidden}), in[2]);  // [seq, hidden]
     x = b.add(b.reshape(b.add(words, positions), {tokens, hidden}), types);
     x = b.dropout(b.layer_norm(x), kDropout);

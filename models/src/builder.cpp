@@ -529,7 +529,8 @@ struct TrainingGraphBuilder::Impl {
       if (g == UINT32_MAX) continue;
       Shape gs = values[g].shape;
       Value clipped = emit1("mul", ew(num_elements(gs), 2), {Value{g}, scale}, gs);
-      g = emit1("Identity", KernelSignature::noop(), {clipped}, gs).id;
+      // TF names the clipped gradient with an Identity; PyTorch scales the gradient in place.
+      g = options.framework == Framework::kPyTorch ? clipped.id : emit1("Identity", KernelSignature::noop(), {clipped}, gs).id;
     }
   }
 
@@ -714,7 +715,19 @@ Value TrainingGraphBuilder::Impl::layer_norm(Value x) {
   Shape h{shp(x).back()};
   Value gamma = variable("gamma", h, true);
   Value beta = variable("beta", h, true);
-  return norm_decomposed(x, {-1}, gamma, beta, false, {}, {});
+  if (options.framework == Framework::kTensorFlow) return norm_decomposed(x, {-1}, gamma, beta, false, {}, {});
+  // aten::native_layer_norm: one kernel computes the statistics and normalises (it reads x twice);
+  // its backward one kernel for the input gradient and the parameters' sums.
+  const int64_t e = elems(x);
+  const Shape xs = shp(x);
+  return emit1("LayerNorm", ew(e, 2), {x, gamma, beta}, xs, [e](Impl& b, GradCtx& g) {
+    Shape hs = b.shp(b.in(g, 1));
+    auto gs = b.emit("LayerNormGrad", "LayerNormGrad", ew(e, 3), {b.dy(g), b.in(g, 0), b.in(g, 1)},
+                     {b.shp(b.in(g, 0)), hs, hs});
+    b.give(g, 0, gs[0]);
+    b.give(g, 1, gs[1]);
+    b.give(g, 2, gs[2]);
+  });
 }
 
 // --- backward ---------------------------------------------------------------------------------
@@ -928,7 +941,7 @@ OpGraph TrainingGraphBuilder::Impl::to_layer_graph() const {
 TrainingGraphBuilder::TrainingGraphBuilder(BuilderOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.framework == Framework::kPyTorch) {
     PLACELAB_CHECK(options.batch_norm == BatchNormStyle::kFused && !options.shape_ops &&
-                   !options.variable_moving_averages && !options.clip_gradients && !options.global_step &&
+                   !options.variable_moving_averages && !options.global_step &&
                    !options.exponential_decay_learning_rate && !options.loss_moving_averages &&
                    options.optimizer != Optimizer::kAdamWeightDecay && !options.colocate_gradients_with_ops)
         << "the PyTorch form has fused batch norm and none of TensorFlow's bookkeeping ops";
@@ -1099,6 +1112,10 @@ Value TrainingGraphBuilder::layer_norm(Value x) { return impl_->layer_norm(x); }
 Value TrainingGraphBuilder::relu(Value x) { return impl_->unary("Relu", x, "ReluGrad", true); }
 Value TrainingGraphBuilder::sigmoid(Value x) { return impl_->unary("Sigmoid", x, "SigmoidGrad", true); }
 Value TrainingGraphBuilder::tanh(Value x) { return impl_->unary("Tanh", x, "TanhGrad", true); }
+Value TrainingGraphBuilder::gelu(Value x) {
+  PLACELAB_CHECK(impl_->options.framework == Framework::kPyTorch) << "TF 1.x builds GELU from its elementwise ops";
+  return impl_->unary("Gelu", x, "GeluGrad", false);
+}
 Value TrainingGraphBuilder::rsqrt(Value x) { return impl_->unary("Rsqrt", x, "RsqrtGrad", true); }
 Value TrainingGraphBuilder::add(Value a, Value b) { return impl_->binary(Impl::Bin::kAdd, a, b); }
 Value TrainingGraphBuilder::sub(Value a, Value b) { return impl_->binary(Impl::Bin::kSub, a, b); }
@@ -1298,10 +1315,19 @@ Value TrainingGraphBuilder::gather(Value table, Value ids) {
   const Shape ts = b.shp(table);
   int32_t var = b.val(table).var;
   PLACELAB_CHECK(ts.size() == 2 && var >= 0) << "gather needs a variable table [rows, dim]";
-  b.vars[static_cast<std::size_t>(var)].sparse = true;
   Shape out = b.shp(ids);
   int64_t lookups = b.elems(ids);
   out.push_back(ts[1]);
+  if (b.options.framework == Framework::kPyTorch) {
+    // nn.Embedding (sparse=False): aten::embedding, and embedding_dense_backward scatters the
+    // output gradient into a dense [rows, dim] gradient that the optimizer applies whole.
+    return b.emit1("GatherV2", KernelSignature::embedding(ts[0], ts[1], lookups), {table, ids}, out,
+                   [lookups, rows = ts[0], dim = ts[1]](Impl& bb, Impl::GradCtx& g) {
+                     bb.give(g, 0, bb.emit1("EmbeddingGrad", KernelSignature::embedding(rows, dim, lookups),
+                                            {bb.dy(g), bb.in(g, 1)}, Shape{rows, dim}));
+                   });
+  }
+  b.vars[static_cast<std::size_t>(var)].sparse = true;
   return b.emit1("GatherV2", KernelSignature::embedding(ts[0], ts[1], lookups), {table, ids}, out,
                  [lookups, dim = ts[1]](Impl& bb, Impl::GradCtx& g) {
                    // IndexedSlices: the output gradient rows, applied sparsely to the table.

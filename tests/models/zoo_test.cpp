@@ -141,6 +141,27 @@ TEST(ModelZoo, PyTorchFormHasTheOpsPyTorchLaunches) {
   EXPECT_EQ((at[{"BiasAdd", Phase::kForward}]), 8);
 }
 
+// BERT as Hugging Face's BertForQuestionAnswering runs it: fused layer norm, one GELU kernel, token
+// types looked up, dense embedding gradients, AdamW as one update per parameter.
+TEST(ModelZoo, PyTorchFormOfBert) {
+  const Model m = make("bert_base:framework=pytorch,layers=2,seq=128,batch=2");
+  EXPECT_EQ(m.stats.parameters, make("bert_base:layers=2,seq=128,batch=2").stats.parameters);
+  auto n = type_counts(m.graph);
+  EXPECT_EQ((n[{"LayerNorm", Phase::kForward}]), 1 + 2 * 2);  // embeddings, then two per layer
+  EXPECT_EQ((n[{"LayerNormGrad", Phase::kBackward}]), 5);
+  EXPECT_EQ((n[{"Gelu", Phase::kForward}]), 2);
+  EXPECT_EQ((n[{"Tanh", Phase::kForward}]), 0);
+  EXPECT_EQ((n[{"GatherV2", Phase::kForward}]), 3);
+  EXPECT_EQ((n[{"EmbeddingGrad", Phase::kBackward}]), 3);
+  EXPECT_EQ((n[{"SparseApplyAdam", Phase::kUpdate}]), 0);
+  int variables = n[{"VariableV2", Phase::kForward}];
+  EXPECT_EQ((n[{"ApplyAdam", Phase::kUpdate}]), variables);
+  for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kUpdate}) {
+    EXPECT_EQ((n[{"Identity", p}]), 0);
+    EXPECT_EQ((n[{"Rsqrt", p}]), 0);  // no decomposed layer norm
+  }
+}
+
 TEST(ModelZoo, PyTorchFormRejectsTensorFlowOnlyOptions) {
   EXPECT_NE(error_of("resnet50:framework=pytorch,shape_ops=true").find("framework=pytorch has shape_ops=false"),
             std::string::npos);

@@ -58,8 +58,9 @@ struct BuilderOptions {
   Granularity granularity = Granularity::kOp;
   Optimizer optimizer = Optimizer::kSgd;
   BatchNormStyle batch_norm = BatchNormStyle::kFused;
-  // kPyTorch requires batch_norm kFused, shape_ops false and no TF-only bookkeeping
-  // (moving averages, global step, gradient clipping); TrainingGraphBuilder checks.
+  // kPyTorch requires batch_norm kFused, shape_ops false and no TF-only bookkeeping (moving
+  // averages, global step, TF's AdamWeightDecay ops); TrainingGraphBuilder checks. Gradient
+  // clipping stays: torch.nn.utils.clip_grad_norm_ computes the same global norm.
   Framework framework = Framework::kTensorFlow;
   // TF's colocate_gradients_with_ops: each gradient op gets the colocation key of the forward op
   // it differentiates (forward ops then carry their own name as key).
@@ -189,6 +190,8 @@ class TrainingGraphBuilder {
   Value relu(Value x);
   Value sigmoid(Value x);
   Value tanh(Value x);
+  // PyTorch form only: F.gelu, one kernel (its gradient one more).
+  Value gelu(Value x);
   Value rsqrt(Value x);
   Value add(Value a, Value b);         // numpy broadcasting on every binary op
   Value sub(Value a, Value b);
