@@ -169,6 +169,48 @@ void BM_SimulateBatch(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateBatch)->Args({10000, 1})->Args({10000, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Machine::finalize on a hostile machine: N GPUs under N/25 switches (a random tree of switches,
+// 30 % of the GPUs on a second switch, N/16 extra links), every link direction of its own
+// bandwidth and latency. Routing tried every distinct bandwidth as a threshold before: minutes at
+// N = 1,000.
+Machine random_machine(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> bw(1e9, 5e10), lat(0, 1e-5), coin(0, 1);
+  Machine m;
+  m.name = "bench";
+  const int switches = std::max(1, n / 25);
+  for (int i = 0; i < n; ++i)
+    m.devices.push_back({.name = "gpu:" + std::to_string(i), .kind = DeviceKind::kGpu, .peak_flops = 1e13,
+                         .memory_bandwidth_Bps = 1e11, .memory_bytes = int64_t{1} << 34});
+  for (int i = 0; i < switches; ++i) m.switches.push_back("sw:" + std::to_string(i));
+  auto link = [&](const std::string& a, const std::string& b) {
+    m.links.push_back({.a = a, .b = b, .kind = LinkKind::kPcie, .bandwidth_Bps = bw(rng), .latency_s = lat(rng),
+                       .reverse_bandwidth_Bps = bw(rng), .reverse_latency_s = lat(rng)});
+  };
+  auto any_switch = [&] { return m.switches[std::uniform_int_distribution<int>(0, switches - 1)(rng)]; };
+  for (int i = 1; i < switches; ++i) link(m.switches[i], m.switches[std::uniform_int_distribution<int>(0, i - 1)(rng)]);
+  for (const Device& d : m.devices) {
+    link(d.name, any_switch());
+    if (coin(rng) < 0.3) link(d.name, any_switch());
+  }
+  for (int i = 0; i < n / 16; ++i) {
+    const std::string a = any_switch(), b = any_switch();
+    if (a != b) link(a, b);
+  }
+  return m;
+}
+
+void BM_RouteMachine(benchmark::State& state) {
+  const Machine base = random_machine(static_cast<int>(state.range(0)), 99);
+  for (auto _ : state) {
+    Machine m = base;
+    m.finalize();
+    benchmark::DoNotOptimize(m.route(0, 1).latency_s);
+  }
+  state.counters["devices"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(BM_RouteMachine)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace placelab
 

@@ -4,11 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <queue>
 #include <tuple>
 #include <unordered_map>
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/dijkstra_shortest_paths.hpp>
 
 #include "placelab/graph/error.h"
 
@@ -18,33 +17,14 @@ namespace {
 // Routes are chosen for a reference transfer of this size, timed as the simulator times it:
 // Σ latency + bytes / bottleneck bandwidth. 1 MiB is a typical activation or gradient tensor.
 constexpr double kRouteReferenceBytes = 1 << 20;
+// Partial routes kept per source at most (Machine::finalize): a bound on time and memory.
+constexpr std::size_t kMaxRouteLabels = 4'000'000;
 
 std::string format_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
-
-// Lexicographic Dijkstra distance: total latency, then hop count.
-struct PathCost {
-  double latency_s = 0;
-  int hops = 0;
-  friend bool operator<(const PathCost& x, const PathCost& y) {
-    return std::tie(x.latency_s, x.hops) < std::tie(y.latency_s, y.hops);
-  }
-};
-struct PathCostCombine {
-  PathCost operator()(const PathCost& x, const PathCost& y) const {
-    return {x.latency_s + y.latency_s, x.hops + y.hops};
-  }
-};
-
-struct RouteEdge {
-  PathCost cost;
-  LinkDirection dir = 0;
-  double bandwidth_Bps = 0;
-};
-using RouteGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, RouteEdge>;
 
 }  // namespace
 
@@ -156,78 +136,100 @@ void Machine::finalize() {
                          "must be a finite number >= 0");
   }
 
-  // The route minimising latency + reference / bottleneck is found exactly by trying every
-  // candidate bottleneck B: among paths using only link directions of bandwidth >= B, the one of
-  // least latency (Dijkstra) is the best path whose bottleneck is at least B. The fastest over
-  // all B wins; ties go to fewer hops, then to the higher bottleneck.
+  // The route minimising latency + reference / bottleneck (ties: fewer hops, then the higher
+  // bottleneck) lies on the Pareto front of (latency, hops, bottleneck): a route another one
+  // beats in all three can never win. Martins' label-setting algorithm builds that front from each
+  // source: labels leave a priority queue in (latency, hops, wider) order, and a label is kept at a
+  // node only while no kept label there dominates it. Devices never relay, so labels reaching a
+  // device other than the source stop there. A machine whose paths are unique (trees, switch
+  // stars) has one label per node: the work per source is that of one Dijkstra, whatever the
+  // number of distinct bandwidths (trying every bandwidth as a threshold took minutes for 1,000
+  // devices with distinct link speeds).
   const std::size_t nd = devices.size();
   const std::size_t num_nodes = nd + switches.size();
-  std::vector<double> thresholds;
-  for (LinkDirection dir = 0; dir < num_link_directions(); ++dir) thresholds.push_back(link_bandwidth_Bps(dir));
-  std::sort(thresholds.begin(), thresholds.end(), std::greater<>());
-  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
-
+  struct Out {
+    LinkDirection dir;
+    std::size_t to;
+  };
+  std::vector<std::vector<Out>> out(num_nodes);
+  for (std::size_t i = 0; i < links.size(); ++i)
+    for (int back = 0; back < 2; ++back) {
+      auto dir = static_cast<LinkDirection>(2 * i + static_cast<std::size_t>(back));
+      out[node.at(back ? links[i].b : links[i].a)].push_back({dir, node.at(back ? links[i].a : links[i].b)});
+    }
+  struct Label {
+    double latency_s;
+    int hops;
+    double bandwidth_Bps;
+    std::size_t node;
+    std::size_t parent;  // index into labels; npos at the source
+    LinkDirection dir;
+    bool dead = false;
+  };
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  auto dominates = [](const Label& a, const Label& b) {
+    return a.latency_s <= b.latency_s && a.hops <= b.hops && a.bandwidth_Bps >= b.bandwidth_Bps;
+  };
   std::vector<Route> routes(nd * nd);
-  std::vector<std::size_t> pred(num_nodes);
-  std::vector<PathCost> dist(num_nodes);
+  std::vector<Label> labels;
+  std::vector<std::vector<std::size_t>> at(num_nodes);  // live labels per node
   for (std::size_t s = 0; s < nd; ++s) {
-    std::vector<std::tuple<double, int, double>> best(nd, {std::numeric_limits<double>::infinity(), 0, 0});
-    for (double threshold : thresholds) {
-      RouteGraph g(num_nodes);
-      for (std::size_t i = 0; i < links.size(); ++i) {
-        for (int back = 0; back < 2; ++back) {
-          auto dir = static_cast<LinkDirection>(2 * i + static_cast<std::size_t>(back));
-          std::size_t u = node.at(back ? links[i].b : links[i].a);
-          std::size_t v = node.at(back ? links[i].a : links[i].b);
-          if (u < nd && u != s) continue;  // a device other than the source does not forward
-          if (link_bandwidth_Bps(dir) < threshold) continue;
-          boost::add_edge(u, v, RouteEdge{{link_latency_s(dir), 1}, dir, link_bandwidth_Bps(dir)}, g);
-        }
-      }
-      boost::dijkstra_shortest_paths(
-          g, s,
-          boost::predecessor_map(pred.data())
-              .distance_map(dist.data())
-              .weight_map(boost::get(&RouteEdge::cost, g))
-              .distance_compare(std::less<PathCost>())
-              .distance_combine(PathCostCombine())
-              .distance_inf(PathCost{std::numeric_limits<double>::infinity(), std::numeric_limits<int>::max()})
-              .distance_zero(PathCost{}));
-      for (std::size_t t = 0; t < nd; ++t) {
-        if (t == s || pred[t] == t) continue;
-        Route r;
-        r.bandwidth_Bps = std::numeric_limits<double>::infinity();
-        for (std::size_t v = t; v != s; v = pred[v]) {
-          std::size_t u = pred[v];
-          // Among parallel u→v edges Dijkstra relaxed the cheapest; prefer the wider on a tie.
-          const RouteEdge* chosen = nullptr;
-          for (auto [it, end] = boost::out_edges(u, g); it != end; ++it) {
-            if (boost::target(*it, g) != v) continue;
-            const RouteEdge& e = g[*it];
-            if (!chosen || e.cost < chosen->cost ||
-                (!(chosen->cost < e.cost) && e.bandwidth_Bps > chosen->bandwidth_Bps))
-              chosen = &e;
-          }
-          PLACELAB_CHECK(chosen != nullptr) << "route reconstruction " << u << "->" << v;
-          r.hops.push_back(chosen->dir);
-          r.latency_s += chosen->cost.latency_s;
-          r.bandwidth_Bps = std::min(r.bandwidth_Bps, chosen->bandwidth_Bps);
-        }
-        std::reverse(r.hops.begin(), r.hops.end());
-        double time_s = r.latency_s + kRouteReferenceBytes / r.bandwidth_Bps;
-        auto key = std::make_tuple(time_s, static_cast<int>(r.hops.size()), -r.bandwidth_Bps);
-        Route& slot = routes[s * nd + t];
-        if (slot.hops.empty() || key < best[t]) {
-          best[t] = key;
-          slot = std::move(r);
-        }
+    labels.clear();
+    for (auto& v : at) v.clear();
+    auto later = [&](std::size_t a, std::size_t b) {  // priority: least latency, fewest hops, widest
+      const Label &x = labels[a], &y = labels[b];
+      return std::make_tuple(x.latency_s, x.hops, -x.bandwidth_Bps, a) > std::make_tuple(y.latency_s, y.hops, -y.bandwidth_Bps, b);
+    };
+    std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> queue(later);
+    labels.push_back({0, 0, std::numeric_limits<double>::infinity(), s, kNone, 0});
+    queue.push(0);
+    while (!queue.empty()) {
+      const std::size_t id = queue.top();
+      queue.pop();
+      if (labels[id].dead) continue;
+      const std::size_t u = labels[id].node;
+      if (u < nd && u != s) continue;  // a device other than the source does not forward
+      for (const Out& o : out[u]) {
+        if (o.to == s) continue;
+        Label next{labels[id].latency_s + link_latency_s(o.dir), labels[id].hops + 1,
+                   std::min(labels[id].bandwidth_Bps, link_bandwidth_Bps(o.dir)), o.to, id, o.dir};
+        std::vector<std::size_t>& here = at[o.to];
+        if (std::any_of(here.begin(), here.end(), [&](std::size_t k) { return dominates(labels[k], next); })) continue;
+        std::erase_if(here, [&](std::size_t k) {
+          if (!dominates(next, labels[k])) return false;
+          labels[k].dead = true;
+          return true;
+        });
+        // Pareto fronts stay small on machines people build; a hostile mesh of switches could grow
+        // them without bound.
+        if (labels.size() >= kMaxRouteLabels)
+          throw MachineError("links", std::to_string(links.size()) + " entries",
+                             "too many alternative paths to route from " + devices[s].name + " (over " +
+                                 std::to_string(kMaxRouteLabels) + " partial routes); join the switches in fewer loops");
+        labels.push_back(next);
+        here.push_back(labels.size() - 1);
+        queue.push(labels.size() - 1);
       }
     }
-    for (std::size_t t = 0; t < nd; ++t)
-      if (t != s && routes[s * nd + t].hops.empty())
+    for (std::size_t t = 0; t < nd; ++t) {
+      if (t == s) continue;
+      std::size_t best = kNone;
+      auto key = [&](std::size_t k) {
+        return std::make_tuple(labels[k].latency_s + kRouteReferenceBytes / labels[k].bandwidth_Bps, labels[k].hops,
+                               -labels[k].bandwidth_Bps);
+      };
+      for (std::size_t k : at[t])
+        if (best == kNone || key(k) < key(best)) best = k;
+      if (best == kNone)
         throw MachineError("devices[" + std::to_string(t) + "]", devices[t].name,
                            "no route from " + devices[s].name +
                                " (devices never relay traffic: link both to a common switch or to each other)");
+      Route& r = routes[s * nd + t];
+      r.latency_s = labels[best].latency_s;
+      r.bandwidth_Bps = labels[best].bandwidth_Bps;
+      for (std::size_t k = best; labels[k].parent != kNone; k = labels[k].parent) r.hops.push_back(labels[k].dir);
+      std::reverse(r.hops.begin(), r.hops.end());
+    }
   }
   routes_ = std::move(routes);
 }
