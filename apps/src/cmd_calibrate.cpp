@@ -26,10 +26,7 @@
 #include "placelab/profiler/trace_import.h"
 #include "placelab/profiler/verify.h"
 #include "placelab/sim/simulator.h"
-#if PLACELAB_HAVE_CUDA
-#include "placelab/profiler/cuda_executor.h"
-#include "placelab/profiler/cupti_calibrator.h"
-#endif
+#include "placelab/profiler/gpu_backend.h"
 
 namespace placelab::cli {
 namespace {
@@ -264,7 +261,7 @@ void run_calibrate(CalibrateArgs a) {
     o.sweep = !a.no_sweep;
     o.sweep_scale = a.sweep_scale;
     o.signatures = requested_signatures(requested_graphs(a));
-    CalibrationResult r = calibrate_cupti(o);
+    CalibrationResult r = calibrate_gpu(o);
     write_calibrated_machine(a.out, r.machine, r.calibration);
     fmt::print("calibrated {} device(s) in {:.1f} s\n", r.machine.num_devices(), r.elapsed_s);
     print_calibration(r.machine, r.calibration);
@@ -448,8 +445,7 @@ void run_verify(VerifyArgs a) {
 #if PLACELAB_HAVE_CUDA
     if (a.in_situ) throw InputError("--in-situ: only with --backend cpu");
     if (a.rounds != 1 || ps.size() != 1) throw InputError("--backend cuda: measures one placement, one round");
-    CudaExecutor exec(g.graph, ms->machine, {.steps = a.steps});
-    measured.push_back(exec.run(ps[0]));
+    measured.push_back(run_on_gpu(g.graph, ms->machine, ps[0], {.steps = a.steps}));
 #else
     throw InputError("--backend cuda: this placelab was built without CUDA");
 #endif
