@@ -125,6 +125,25 @@ TEST_F(GpuTruth, AlexNetForwardOnAnA100PredictsTheTracesKernelTime) {
   EXPECT_EQ(p.fitted + p.analytic, 0);
 }
 
+// The GPU commands load the GPU backend module only when they run: without a GPU (or without the
+// module) they are input errors that say why; no other command needs the module.
+TEST_F(Cli, GpuCommandsLoadTheirBackendWhenTheyRun) {
+  CliResult r = placelab("calibrate --backend cupti --out " + (dir_ / "gpu.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(r.out.find("no CUDA device") != std::string::npos || r.out.find("GPU backend") != std::string::npos ||
+              r.out.find("built without CUDA") != std::string::npos)
+      << r.out;
+  ::setenv("PLACELAB_GPU_BACKEND", (dir_ / "missing.so").c_str(), 1);
+  CliResult missing = placelab("verify --model cifar10_cnn:batch=2 --machine dgx1 --backend cuda");
+  CliResult help = placelab("--help");
+  ::unsetenv("PLACELAB_GPU_BACKEND");
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_TRUE(missing.out.find("libplacelab_gpu.so was not found") != std::string::npos ||
+              missing.out.find("built without CUDA") != std::string::npos)
+      << missing.out;
+  EXPECT_EQ(help.status, 0) << help.out;
+}
+
 TEST_F(Cli, CalibrateFromAnOldKinetoTracePrintsTheUsageTable) {
   const std::string trace = write("pt18.json", R"j({"traceEvents": [
     {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100, "dur": 800},
