@@ -17,6 +17,7 @@
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/sim/allocator.h"
+#include "placelab/sim/bounds.h"
 #include "placelab/sim/simulator.h"
 #include "placelab/sim/trace.h"
 
@@ -57,7 +58,7 @@ std::string failed_buffer_name(const BfcOutcome& o, const OpGraph& graph) {
 
 nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a,
                            const std::vector<BfcRow>& bfc, const CostSourceSummary* sources,
-                           const Placement& placement) {
+                           const Placement& placement, const StepLowerBound& bound) {
   nlohmann::json j;
   j["graph"] = g.label;
   j["ops"] = g.graph.num_ops();
@@ -105,17 +106,28 @@ nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSour
     }
   }
   if (sources) j["cost_sources"] = cost_sources_json(*sources, g.graph, m, placement);
+  j["lower_bound"] = {{"step_s", bound.step_s},
+                      {"critical_path_s", bound.critical_path_s},
+                      {"work_s", bound.work_s},
+                      {"slots", bound.slots},
+                      {"memory_feasible", bound.memory_feasible},
+                      {"gap", r.oom ? nlohmann::json() : nlohmann::json(r.step_time_s / bound.step_s - 1)}};
   return j;
 }
 
 void print_report(const SimResult& r, const Machine& m, const GraphSource& g, const SimulateArgs& a,
-                  const std::string& cost_description, const std::vector<BfcRow>& bfc) {
+                  const std::string& cost_description, const std::vector<BfcRow>& bfc, const StepLowerBound& bound) {
   fmt::print("graph      {}: {} ops, {} edges, {}, {} persistent\n", g.label, g.graph.num_ops(), g.graph.num_edges(),
              format_flops(g.graph.total_flops()), format_bytes(g.graph.total_persistent_bytes()));
   fmt::print("machine    {}: {} devices, {} links\n", m.name, m.num_devices(), m.links.size());
   fmt::print("cost model {}\n", cost_description);
   fmt::print("placement  {}\n", a.placement);
-  fmt::print("step time  {}{}\n\n", format_seconds(r.step_time_s), r.oom ? "  (OUT OF MEMORY: see below)" : "");
+  fmt::print("step time  {}{}\n", format_seconds(r.step_time_s), r.oom ? "  (OUT OF MEMORY: see below)" : "");
+  fmt::print("bound      {}{}: no placement is faster (critical path {}, work over {} slots {}){}\n\n",
+             format_seconds(bound.step_s),
+             r.oom ? "" : fmt::format(", this placement {:+.1f} %", 100 * (r.step_time_s / bound.step_s - 1)),
+             format_seconds(bound.critical_path_s), bound.slots, format_seconds(bound.work_s),
+             bound.memory_feasible ? "" : "; the variables alone exceed all devices' memory");
   fmt::print("{:<10} {:>6} {:>12} {:>6}  {:>11} / {:<11}\n", "device", "ops", "busy", "util", "peak memory",
              "capacity");
   for (std::size_t d = 0; d < m.devices.size(); ++d) {
@@ -172,12 +184,13 @@ void run_simulate(const SimulateArgs& a) {
     write_chrome_trace(r, g.graph, machine, trace);
     write_file_atomically(a.trace, trace.str());
   }
+  const StepLowerBound bound = step_lower_bound(g.graph, sim);
   std::optional<CostSourceSummary> sources;
   if (a.cost_sources) sources = summarize_cost_sources(g.graph, *ms->cost, placement);
   if (a.json) {
-    std::cout << result_json(r, machine, g, a, bfc, sources ? &*sources : nullptr, placement).dump(2) << "\n";
+    std::cout << result_json(r, machine, g, a, bfc, sources ? &*sources : nullptr, placement, bound).dump(2) << "\n";
   } else {
-    print_report(r, machine, g, a, ms->cost->describe(), bfc);
+    print_report(r, machine, g, a, ms->cost->describe(), bfc, bound);
     if (sources) {
       fmt::print("\nwhere each op's time comes from (every op once, on its device; launch overhead included):\n");
       print_cost_sources(*sources);

@@ -123,8 +123,11 @@ void render_report(const fs::path& dir, bool quiet) {
   if (figures.contains(reference) && figures[reference].is_number()) paper_pg = figures[reference].get<double>();
 
   md << "## Step time (seconds per training step, simulated)\n\n";
-  md << "| placement | kind | ours: mean ± std over seeds | best seed | vs policy gradient | paper | paper vs PG | note |\n";
-  md << "|---|---|---|---|---|---|---|---|\n";
+  // Runs written before the lower bound existed have none: no column then.
+  const bool bounded = s.contains("lower_bound");
+  md << "| placement | kind | ours: mean ± std over seeds | best seed |" << (bounded ? " best vs bound |" : "")
+     << " vs policy gradient | paper | paper vs PG | note |\n";
+  md << "|---|---|---|---|" << (bounded ? "---|" : "") << "---|---|---|---|\n";
   for (const json& r : s["results"]) {
     const std::string name = r["name"];
     std::string best = r.contains("best_s") ? fmt::format("{:.4f}", r["best_s"].get<double>()) : "";
@@ -138,8 +141,23 @@ void render_report(const fs::path& dir, bool quiet) {
       if (paper_pg && f.is_number() && name != reference)
         pap_red = fmt::format("{:+.1f} %", 100 * (f.get<double>() - *paper_pg) / *paper_pg);
     }
+    std::string gap;
+    if (bounded && r.contains("best_gap_to_bound")) gap = fmt::format("{:+.1f} %", 100 * r["best_gap_to_bound"].get<double>());
     md << "| " << name << " | " << r["kind"].get<std::string>() << " | " << seconds_cell(r) << " | " << best << " | "
-       << red << " | " << pap << " | " << pap_red << " | " << note_cell(r) << " |\n";
+       << (bounded ? gap + " | " : "") << red << " | " << pap << " | " << pap_red << " | " << note_cell(r) << " |\n";
+  }
+  if (bounded) {
+    const json& b = s["lower_bound"];
+    md << "\nNo placement of this graph on this machine can take less than **"
+       << fmt::format("{:.4f}", b["step_s"].get<double>()) << " s/step**: the longer of the critical path with every op "
+       << "on its fastest device and free transfers (" << fmt::format("{:.4f}", b["critical_path_s"].get<double>())
+       << " s) and all ops' fastest times shared perfectly over the " << b["slots"] << " compute slots ("
+       << fmt::format("{:.4f}", b["work_s"].get<double>()) << " s). \"best vs bound\" is each best seed's distance "
+       << "above it (docs/simulator.md, \"Lower bounds\").";
+    if (!b["memory_feasible"].get<bool>())
+      md << " The variables and optimizer slots alone (" << format_bytes(b["persistent_bytes"].get<int64_t>())
+         << ") exceed the devices' memory (" << format_bytes(b["memory_bytes"].get<int64_t>()) << "): every placement is OOM.";
+    md << "\n";
   }
   if (!paper.empty() && !paper.value("source", "").empty())
     md << "\nPaper figures: " << paper["source"].get<std::string>() << ".\n";

@@ -29,6 +29,7 @@
 #include "placelab/profiler/cpu_executor.h"
 #include "placelab/profiler/verify.h"
 #include "placelab/sim/sim_environment.h"
+#include "placelab/sim/bounds.h"
 #include "placelab/sim/simulator.h"
 #include "placelab/sim/trace.h"
 #include "progress.h"
@@ -428,6 +429,12 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     res["oom"] = all_oom;
   }
 
+  // The bound every result is measured against: over all the machine's devices, since baselines
+  // may use devices the learners may not (single_cpu with devices: gpus).
+  const StepLowerBound bound = step_lower_bound(g, sim);
+  for (json& res : results)
+    if (res.contains("best_s")) res["best_gap_to_bound"] = res["best_s"].get<double>() / bound.step_s - 1;
+
   json summary;
   summary["format"] = "placelab-run-1";
   summary["scenario"] = s.name;
@@ -443,6 +450,13 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   summary["batch"] = s.batch;
   summary["seeds"] = seeds;
   summary["fingerprint"] = summary_fingerprint(scenario_print, s, seeds);
+  summary["lower_bound"] = {{"step_s", bound.step_s},
+                            {"critical_path_s", bound.critical_path_s},
+                            {"work_s", bound.work_s},
+                            {"slots", bound.slots},
+                            {"persistent_bytes", bound.persistent_bytes},
+                            {"memory_bytes", bound.memory_bytes},
+                            {"memory_feasible", bound.memory_feasible}};
   summary["results"] = results;
   summary["verifications"] = verifications;
   if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};

@@ -221,6 +221,8 @@ TEST_F(Cli, SimulateJsonIsDeterministicAndComplete) {
   EXPECT_GT(j.at("step_time_s").get<double>(), 0);
   EXPECT_EQ(j.at("devices").size(), 5u);
   EXPECT_FALSE(j.at("oom").get<bool>());
+  EXPECT_GE(j.at("lower_bound").at("gap").get<double>(), 0);
+  EXPECT_LE(j.at("lower_bound").at("step_s").get<double>(), j.at("step_time_s").get<double>());
 }
 
 // --cost-sources: every op counted once, the per-type rows add up to the totals, and an uncalibrated
@@ -371,7 +373,12 @@ TEST_F(Cli, RunWritesEveryOutputAndIsDeterministic) {
       continue;
     }
     EXPECT_GT(res["mean_s"].get<double>(), 0) << res["name"];
+    // No placement beats the lower bound; each result states its distance above it.
+    EXPECT_GE(res["best_gap_to_bound"].get<double>(), -1e-9) << res["name"];
   }
+  EXPECT_GT(j["lower_bound"]["step_s"].get<double>(), 0);
+  EXPECT_GE(j["lower_bound"]["step_s"].get<double>(), j["lower_bound"]["work_s"].get<double>());
+  EXPECT_NE(slurp(dir_ / "out" / "report.md").find("best vs bound"), std::string::npos);
   // The report names the groups the learners placed (the same for every seed with colocation).
   const int64_t groups = j["results"].back()["runs"][0]["groups"].get<int64_t>();
   EXPECT_NE(slurp(dir_ / "out" / "report.md").find("| grouping | colocation, " + std::to_string(groups) + " groups;"),

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "placelab/sim/bounds.h"
 #include "placelab/sim/simulator.h"
 #include "sim_test_util.h"
 
@@ -62,8 +63,10 @@ TEST_P(SimProperties, HoldOnRandomDags) {
   int slots = 0;
   for (const Device& d : m.devices) slots += d.streams;
   for (OpId op = 0; op < n; ++op) {
-    fastest[op] = cost.op_time_s(g.op(op), 0);
-    for (DeviceId d = 1; d < nd; ++d) fastest[op] = std::min(fastest[op], cost.op_time_s(g.op(op), d));
+    // A cpu_only op runs on the CPU wherever it is placed (the switch machine has one).
+    fastest[op] = cost.op_time_s(g.op(op), sim.effective_device(op, 0));
+    for (DeviceId d = 1; d < nd; ++d)
+      fastest[op] = std::min(fastest[op], cost.op_time_s(g.op(op), sim.effective_device(op, d)));
     work += fastest[op];
   }
   double critical = 0;
@@ -75,6 +78,12 @@ TEST_P(SimProperties, HoldOnRandomDags) {
   }
   EXPECT_GE(r.step_time_s, critical - 1e-9);
   EXPECT_GE(r.step_time_s, work / slots - 1e-9);
+  // step_lower_bound, which reports and runs print, computes the same two bounds.
+  const StepLowerBound bound = step_lower_bound(g, sim);
+  EXPECT_NEAR(bound.critical_path_s, critical, 1e-9 * critical);
+  EXPECT_NEAR(bound.work_s, work / slots, 1e-9 * work);
+  EXPECT_EQ(bound.slots, slots);
+  EXPECT_GE(r.step_time_s, bound.step_s - 1e-9);
 
   // Each op runs exactly once, on its effective device, for its cost-model time.
   std::vector<int> runs(n, 0);

@@ -1,5 +1,6 @@
 // Hand-computed schedules: every expected number below is derived in the comment above it from
 // the rules of docs/simulator.md, with op times taken from FixedCostModel (time = op.flops).
+#include "placelab/sim/bounds.h"
 #include "placelab/sim/simulator.h"
 
 #include <cmath>
@@ -441,6 +442,38 @@ TEST(Simulator, ControlEdgesAcrossDevicesOnlyOrder) {
   EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 1);
   EXPECT_DOUBLE_EQ(r.step_time_s, 2);
   EXPECT_EQ(r.devices[0].peak_memory_bytes, 100);
+}
+
+// The lower bound by hand: a → {b, c} → d with times 1, 3, 2, 1 s on gpu:0 and twice as long on
+// gpu:1. Critical path a, b, d at the fastest device: 5 s; work (1 + 3 + 2 + 1) / 2 slots = 3.5 s.
+// Restricted to gpu:1 alone: path 10 s, work 14 s over one slot. The persistent bytes of one op
+// exceed both devices' memory together: no placement fits.
+TEST(StepLowerBound, CriticalPathWorkAndMemoryByHand) {
+  Machine m = testing::mesh_machine(2, 1, 1000);
+  FixedCostModel cost(m, {1.0, 0.5});
+  OpGraph g;
+  for (auto [name, t] : {std::pair{"a", 1.0}, {"b", 3.0}, {"c", 2.0}, {"d", 1.0}}) g.add_op({.name = name, .flops = t});
+  g.add_edge(0, 1, {.bytes = 8});
+  g.add_edge(0, 2, {.bytes = 8});
+  g.add_edge(1, 3, {.bytes = 8});
+  g.add_edge(2, 3, {.bytes = 8});
+  Simulator sim(g, cost);
+  StepLowerBound b = step_lower_bound(g, sim);
+  EXPECT_DOUBLE_EQ(b.critical_path_s, 5.0);
+  EXPECT_DOUBLE_EQ(b.work_s, 3.5);
+  EXPECT_DOUBLE_EQ(b.step_s, 5.0);
+  EXPECT_TRUE(b.memory_feasible);
+  const std::vector<DeviceId> slow{1};
+  b = step_lower_bound(g, sim, slow);
+  EXPECT_DOUBLE_EQ(b.critical_path_s, 10.0);
+  EXPECT_DOUBLE_EQ(b.work_s, 14.0);
+  EXPECT_DOUBLE_EQ(b.step_s, 14.0);
+  EXPECT_GE(sim.simulate(std::vector<DeviceId>(4, 1)).step_time_s, b.step_s);
+  g.op(0).persistent_bytes = 2001;
+  Simulator heavy(g, cost);
+  b = step_lower_bound(g, heavy);
+  EXPECT_EQ(b.memory_bytes, 2000);
+  EXPECT_FALSE(b.memory_feasible);
 }
 
 TEST(Simulator, RejectsBadPlacementsAndCycles) {
