@@ -25,6 +25,7 @@ const std::vector<LearnerEntry>& learner_list() {
       detail::eagle_learner_entry(),
       detail::eagle_ce_learner_entry(),
       detail::reinforce_learner_entry(),
+      detail::mcmc_learner_entry(),
   };
   return kLearners;
 }

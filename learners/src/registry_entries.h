@@ -13,6 +13,7 @@ LearnerEntry post_learner_entry();
 LearnerEntry ppo_learner_entry();
 LearnerEntry cross_entropy_learner_entry();
 LearnerEntry reinforce_learner_entry();
+LearnerEntry mcmc_learner_entry();  // mcmc.cpp
 
 // Neural learners (seq2seq_learners.cpp).
 LearnerEntry grl_learner_entry();

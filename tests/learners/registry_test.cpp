@@ -87,16 +87,18 @@ TEST(Registry, LearnersInOrderWithPolicyGradientMarked) {
   // grl, the papers' policy gradient, precedes reinforce, its softmax-table form: the report takes
   // the first policy-gradient learner a run has results for as its reference.
   const auto learners = learner_registry();
-  ASSERT_EQ(learners.size(), 9u);
-  const char* order[] = {"post", "ppo", "cross_entropy", "grl", "spotlight", "hierarchical", "eagle", "eagle_ce", "reinforce"};
-  for (std::size_t i = 0; i < 9; ++i) EXPECT_EQ(learners[i].name, order[i]);
+  ASSERT_EQ(learners.size(), 10u);
+  const char* order[] = {"post",  "ppo",      "cross_entropy", "grl",       "spotlight",
+                         "hierarchical", "eagle", "eagle_ce", "reinforce", "mcmc"};
+  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(learners[i].name, order[i]);
   EXPECT_EQ(find_learner("policy_gradient"), &learners[8]);
   EXPECT_EQ(find_learner("hp"), &learners[5]);
   EXPECT_EQ(find_learner("eagle-ce"), &learners[7]);
   for (const LearnerEntry& e : learners)
     EXPECT_EQ(e.policy_gradient, e.name == "reinforce" || e.name == "grl") << e.name;
   for (const LearnerEntry& e : learners)
-    EXPECT_EQ(e.needs_problem, e.name != "post" && e.name != "ppo" && e.name != "cross_entropy" && e.name != "reinforce")
+    EXPECT_EQ(e.needs_problem, e.name != "post" && e.name != "ppo" && e.name != "cross_entropy" && e.name != "reinforce" &&
+                                   e.name != "mcmc")
         << e.name;
 }
 
