@@ -257,7 +257,9 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     if (std::isfinite(t) && t < best.time) best = {t, name, seed, p, std::move(learned)};
   };
 
-  // Baselines: simulated once per seed (the randomised ones differ by seed).
+  // Baselines: simulated once per seed (the randomised ones differ by seed). The best of each
+  // seed is a start for search learners (LearnerContext::best_baseline).
+  std::map<uint64_t, std::pair<double, Placement>> best_baseline;
   for (const std::string& b : s.baselines) {
     json runs = json::array();
     std::vector<double> times;
@@ -274,6 +276,8 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
         }
         times.push_back(res.oom ? INFINITY : res.step_time_s);
         if (!res.oom) consider(res.step_time_s, b, seed, p);
+        if (auto it = best_baseline.find(seed); !res.oom && (it == best_baseline.end() || res.step_time_s < it->second.first))
+          best_baseline[seed] = {res.step_time_s, p};
       } catch (const InputError& e) {
         r["error"] = e.what();  // e.g. expert on a graph file: reported, not fatal
         times.push_back(INFINITY);
@@ -323,7 +327,10 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
           problem = describe_problem(g, grouping);
         std::unique_ptr<Learner> learner;
         try {
-          learner = make_learner(ls.config, LearnerContext{space, seed, problem ? &*problem : nullptr});
+          LearnerContext context{space, seed, problem ? &*problem : nullptr};
+          if (auto it = best_baseline.find(seed); it != best_baseline.end())
+            context.best_baseline = grouping.majority(it->second.second, space.devices);
+          learner = make_learner(ls.config, context);
         } catch (const InputError& e) {
           throw InputError(s.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + ": " + e.what());
         }

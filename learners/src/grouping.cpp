@@ -89,6 +89,22 @@ Placement Grouping::expand(std::span<const DeviceId> group_devices) const {
   return out;
 }
 
+Placement Grouping::majority(std::span<const DeviceId> op_devices, std::span<const DeviceId> allowed) const {
+  PLACELAB_CHECK(op_devices.size() == group_of_op_.size() && !allowed.empty())
+      << "op placement has " << op_devices.size() << " entries for " << group_of_op_.size() << " ops";
+  std::vector<uint32_t> votes(num_groups_ * allowed.size(), 0);
+  for (std::size_t op = 0; op < op_devices.size(); ++op) {
+    const auto it = std::find(allowed.begin(), allowed.end(), op_devices[op]);
+    if (it != allowed.end()) ++votes[group_of_op_[op] * allowed.size() + static_cast<std::size_t>(it - allowed.begin())];
+  }
+  Placement out(num_groups_);
+  for (std::size_t g = 0; g < num_groups_; ++g) {
+    const auto row = votes.begin() + static_cast<std::ptrdiff_t>(g * allowed.size());
+    out[g] = allowed[static_cast<std::size_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(allowed.size())) - row)];
+  }
+  return out;
+}
+
 Placement Grouping::contract(std::span<const DeviceId> op_devices) const {
   PLACELAB_CHECK(op_devices.size() == group_of_op_.size())
       << "op placement has " << op_devices.size() << " entries for " << group_of_op_.size() << " ops";

@@ -14,18 +14,29 @@ namespace placelab {
 
 void McmcOptions::validate() const {
   using detail::require;
-  require(start == "first" || start == "random", "mcmc", "start", start, "must be first or random");
+  require(start == "first" || start == "random" || start == "best_baseline", "mcmc", "start", start,
+          "must be first, random or best_baseline");
   require(std::isfinite(beta) && beta > 0, "mcmc", "beta", detail::real_text(beta), "must be > 0");
   require(std::isfinite(oom_time_s) && oom_time_s > 0, "mcmc", "oom_time_s", detail::real_text(oom_time_s), "must be > 0");
 }
 
-McmcLearner::McmcLearner(SearchSpace space, McmcOptions options, uint64_t seed)
+McmcLearner::McmcLearner(SearchSpace space, McmcOptions options, uint64_t seed, std::optional<Placement> start)
     : space_(std::move(space)), options_(std::move(options)), rng_(seed) {
   space_.validate();
   options_.validate();
   current_.assign(space_.num_groups, space_.devices.front());
   if (options_.start == "random")
     for (DeviceId& d : current_) d = space_.devices[rng_() % space_.devices.size()];
+  if (options_.start == "best_baseline") {
+    if (!start)
+      throw InputError("mcmc.start = best_baseline: the run has no baseline that placed this graph (list one under "
+                       "`baselines:`)");
+    PLACELAB_CHECK(start->size() == space_.num_groups) << start->size() << " groups in the start placement";
+    for (DeviceId d : *start)
+      PLACELAB_CHECK(std::find(space_.devices.begin(), space_.devices.end(), d) != space_.devices.end())
+          << "start device " << d << " is not in the search space";
+    current_ = *start;
+  }
 }
 
 void McmcLearner::set_sample_budget(int64_t samples) {
@@ -117,7 +128,9 @@ namespace {
 const detail::OptionTable<McmcOptions>& mcmc_options() {
   using O = McmcOptions;
   static const detail::OptionTable<O> kTable(
-      "mcmc", {{"start", &O::start, "", "first: every group on the first device (one GPU); random: uniform", {"first", "random"}},
+      "mcmc", {{"start", &O::start, "",
+                "first: every group on the first device (one GPU); random: uniform; best_baseline: the run's best baseline",
+                {"first", "random", "best_baseline"}},
                {"beta", &O::beta, "> 0", "a step slower by a fraction f is accepted with probability exp(-beta * f)"},
                {"oom_time_s", &O::oom_time_s, "> 0", "step time (s) counted for an OOM placement (Post: 100 s)"}});
   return kTable;
@@ -135,7 +148,7 @@ LearnerEntry detail::mcmc_learner_entry() {
           .needs_problem = false,
           .validate = [](const OptionValues& v) { mcmc_options().build(v); },
           .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
-            return std::make_unique<McmcLearner>(c.space, mcmc_options().build(v), c.seed);
+            return std::make_unique<McmcLearner>(c.space, mcmc_options().build(v), c.seed, c.best_baseline);
           }};
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/learners/grouping.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "toy.h"
@@ -100,6 +101,27 @@ TEST(Mcmc, DeterministicBySeedAndResumesExactly) {
   EXPECT_THROW(other.load_state(a.save_state()), InputError);
 }
 
+// A baseline's op placement as a start: each group on the device most of its ops are on.
+TEST(Mcmc, StartsFromTheBestBaselineProjectedOntoTheGroups) {
+  const Grouping grouping(std::vector<GroupId>{0, 0, 0, 1, 1, 2});
+  const std::vector<DeviceId> gpus{1, 2};
+  // Group 0: two ops on 2, one on 1 → 2. Group 1: one each → the earlier of `gpus`, 1. Group 2:
+  // its op on the CPU (0, not in the space) → gpus[0].
+  const Placement start = grouping.majority(Placement{2, 1, 2, 2, 1, 0}, gpus);
+  EXPECT_EQ(start, (Placement{2, 1, 1}));
+  McmcOptions o;
+  o.start = "best_baseline";
+  McmcLearner m(SearchSpace{3, gpus}, o, 1, start);
+  EXPECT_EQ(m.mode(), start);
+  m.set_sample_budget(10);
+  EXPECT_EQ(m.propose(1)[0], start);
+  EXPECT_THROW(McmcLearner(SearchSpace{3, gpus}, o, 1), InputError);  // no baseline in the run
+  EXPECT_EQ(make_learner(LearnerConfig{"mcmc", {{"start", std::string("best_baseline")}}},
+                         LearnerContext{SearchSpace{3, gpus}, 1, nullptr, start})
+                ->mode(),
+            start);
+}
+
 TEST(Mcmc, OptionsAreValidated) {
   McmcOptions o;
   o.beta = 0;
@@ -110,7 +132,7 @@ TEST(Mcmc, OptionsAreValidated) {
     o.validate();
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "mcmc.start = expert: must be first or random");
+    EXPECT_EQ(std::string(e.what()), "mcmc.start = expert: must be first, random or best_baseline");
   }
 }
 

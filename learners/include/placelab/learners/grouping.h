@@ -41,6 +41,11 @@ class Grouping {
   // The group placement of an op placement in which every group's ops share a device: each group
   // takes the device of its smallest op. Throws Error when some group's ops disagree.
   Placement contract(std::span<const DeviceId> op_devices) const;
+  // The group placement nearest an op placement that splits groups: each group on the device of
+  // `allowed` most of its ops are on (ties to the earlier device in `allowed`; a group with no op
+  // on an allowed device, e.g. CPU-only ops, on allowed[0]). A baseline's placement as a start for
+  // a learner that places groups.
+  Placement majority(std::span<const DeviceId> op_devices, std::span<const DeviceId> allowed) const;
 
  private:
   std::vector<GroupId> group_of_op_;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "placelab/learners/learner.h"
@@ -18,7 +19,8 @@ namespace placelab {
 
 struct McmcOptions {
   // "first": every group on the search space's first device (one GPU when the space is the
-  // GPUs), FlexFlow's data-parallel-like start; "random": each group on a uniform device.
+  // GPUs); "random": each group on a uniform device; "best_baseline": the best of the run's
+  // baselines (LearnerContext::best_baseline), FlexFlow's start from an expert or list schedule.
   std::string start = "first";
   double beta = 20.0;         // acceptance sharpness: a 5 % slower step is accepted with e^-1
   double oom_time_s = 100.0;  // step time counted for an OOM placement (Post: 100 s)
@@ -27,7 +29,8 @@ struct McmcOptions {
 
 class McmcLearner final : public Learner {
  public:
-  McmcLearner(SearchSpace space, McmcOptions options, uint64_t seed);
+  // `start` (one device of the space per group) is required with options.start = "best_baseline".
+  McmcLearner(SearchSpace space, McmcOptions options, uint64_t seed, std::optional<Placement> start = std::nullopt);
   std::string name() const override { return "mcmc"; }
   const SearchSpace& space() const override { return space_; }
   void set_sample_budget(int64_t samples) override;

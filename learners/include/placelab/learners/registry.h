@@ -67,6 +67,9 @@ struct LearnerContext {
   SearchSpace space;
   uint64_t seed = 1;
   const PlacementProblem* problem = nullptr;  // the graph seen through the grouping; neural learners need it, table learners ignore it
+  // The best baseline's placement for this seed, one device of `space` per group (the device most
+  // of the group's ops are on), when the run has baselines: a start for search learners (mcmc).
+  std::optional<Placement> best_baseline;
 };
 
 struct LearnerEntry {
