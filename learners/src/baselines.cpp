@@ -12,6 +12,7 @@
 #include "partition.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/numbers.h"
+#include "placelab/graph/transfers.h"
 #include "placelab/learners/grouping.h"
 #include "registry_entries.h"
 
@@ -292,9 +293,11 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
   std::vector<double> finish(n, 0.0);
   Placement p(n, candidates.front());
 
-  // Link directions are FIFO resources held for a whole transfer, and a tensor goes to a device
-  // once (the simulator's rules): arrival times account for transfers already committed.
+  // Link directions are FIFO resources held for a whole transfer, and what crosses devices follows
+  // graph/transfers.h (the simulator's and the executors' rule): a producer's output goes to a
+  // device once, its largest data edge on the wire. Arrival times account for committed transfers.
   std::vector<double> link_free(machine.num_link_directions(), 0.0);
+  const std::vector<int64_t> wire = wire_bytes(graph);
   std::unordered_map<uint64_t, double> arrived;  // (producer, device) → arrival of its output there
   auto arrival = [&](OpId src, const Tensor& t, DeviceId d, bool commit) {
     if (p[src] == d || t.control) return finish[src];
@@ -303,7 +306,7 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
     const Route& route = machine.route(p[src], d);
     double start = finish[src];
     for (LinkDirection h : route.hops) start = std::max(start, link_free[h]);
-    const double end = start + cost.transfer_time_s(t.bytes, p[src], d);
+    const double end = start + cost.transfer_time_s(wire[src], p[src], d);
     if (commit) {
       for (LinkDirection h : route.hops) link_free[h] = end;
       arrived.emplace(key, end);

@@ -9,6 +9,7 @@
 
 #include "gpu_kernel.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/transfers.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/gpu_check.h"
 
@@ -155,25 +156,14 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
   };
   std::vector<Copy> copies;
   std::vector<std::vector<uint32_t>> inputs_of(n);  // per op: producers on its device, or copy ids + n
-  for (OpId op = 0; op < n; ++op) {
-    std::vector<uint32_t> copy_to(nd, UINT32_MAX);
-    int64_t send = 0;
-    g.for_each_out_edge(op, [&](OpId, const Tensor& t) {
-      if (!t.control) send = std::max(send, t.bytes);
-    });
-    g.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
-      const DeviceId dd = placement[dst];
-      if (t.control || dd == placement[op]) {
-        inputs_of[dst].push_back(op);
-        return;
-      }
-      if (copy_to[dd] == UINT32_MAX) {
-        copy_to[dd] = static_cast<uint32_t>(copies.size());
-        copies.push_back({op, placement[op], dd, send});
-      }
-      inputs_of[dst].push_back(static_cast<uint32_t>(n) + copy_to[dd]);
-    });
-  }
+  // What crosses devices follows the project's one rule (graph/transfers.h), as the simulator.
+  for_each_transfer(
+      g, placement, [&](OpId src, OpId dst) { inputs_of[dst].push_back(src); },
+      [&](OpId src, DeviceId to, int64_t bytes) {
+        copies.push_back({src, placement[src], to, bytes});
+        return static_cast<uint32_t>(copies.size() - 1);
+      },
+      [&](uint32_t copy, OpId dst) { inputs_of[dst].push_back(static_cast<uint32_t>(n) + copy); });
 
   ExecutionResult result;
   result.device_busy_s.assign(nd, 0);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/transfers.h"
 #include "placelab/profiler/cpu_device.h"
 
 namespace placelab {
@@ -180,30 +181,16 @@ class Run {
     const OpId n = static_cast<OpId>(graph_.num_ops());
     tasks_.resize(n);
     for (OpId op = 0; op < n; ++op) tasks_[op].device = placement_[op], tasks_[op].op = op;
-    // One copy per (producer, destination device); its size is the producer's largest data edge,
-    // the wire size the simulator uses.
-    const std::size_t nd = machine_.num_devices();
-    std::vector<uint32_t> copy_of(nd);
-    for (OpId op = 0; op < n; ++op) {
-      std::fill(copy_of.begin(), copy_of.end(), UINT32_MAX);
-      int64_t send_bytes = 0;
-      graph_.for_each_out_edge(op, [&](OpId, const Tensor& t) {
-        if (!t.control) send_bytes = std::max(send_bytes, t.bytes);
-      });
-      graph_.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
-        const DeviceId dd = placement_[dst];
-        if (t.control || dd == placement_[op]) {
-          add_dependency(op, dst);  // local tensors and control edges: direct
-          return;
-        }
-        if (copy_of[dd] == UINT32_MAX) {
-          copy_of[dd] = static_cast<uint32_t>(tasks_.size());
-          tasks_.push_back(Task{.device = dd, .is_copy = true, .op = op, .src_device = placement_[op], .copy_bytes = send_bytes});
-          add_dependency(op, copy_of[dd]);
-        }
-        add_dependency(copy_of[dd], dst);
-      });
-    }
+    // What crosses devices follows the project's one rule (graph/transfers.h), as the simulator.
+    for_each_transfer(
+        graph_, placement_, [&](OpId src, OpId dst) { add_dependency(src, dst); },
+        [&](OpId src, DeviceId to, int64_t bytes) {
+          const auto id = static_cast<uint32_t>(tasks_.size());
+          tasks_.push_back(Task{.device = to, .is_copy = true, .op = src, .src_device = placement_[src], .copy_bytes = bytes});
+          add_dependency(src, id);
+          return id;
+        },
+        [&](uint32_t copy, OpId dst) { add_dependency(copy, dst); });
   }
 
   void add_dependency(uint32_t from, uint32_t to) {

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/transfers.h"
 
 namespace placelab {
 namespace sim_detail {
@@ -814,10 +815,7 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
       const uint32_t pos = in_fill[dst]++;
       g.in[pos] = {op, data};
       g.out[k++] = {dst, pos, data};
-      if (data) {
-        ++g.num_data_edges;
-        g.ops[op].send_bytes = std::max(g.ops[op].send_bytes, t.bytes);
-      }
+      if (data) ++g.num_data_edges;
     });
   }
 
@@ -832,6 +830,9 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     g.ops[op].output_bytes = o.output_bytes;
     g.persistent_bytes[op] = o.persistent_bytes;
     g.cpu_only[op] = o.cpu_only ? 1 : 0;
+    // One copy per (producer, destination device) of the producer's largest data edge: the rule
+    // of graph/transfers.h, which the executors and HEFT follow too.
+    g.ops[op].send_bytes = wire_bytes(graph, op);
     max_send_bytes = std::max(max_send_bytes, g.ops[op].send_bytes);
     for (DeviceId d = 0; d < nd; ++d) {
       const double t = cost.op_time_s(o, d);

@@ -1,4 +1,5 @@
 #include "placelab/graph/op_graph.h"
+#include "placelab/graph/transfers.h"
 
 #include <gtest/gtest.h>
 
@@ -70,6 +71,35 @@ TEST(Check, ThrowsWithContext) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("check failed: x == 4: x is 3"), std::string::npos);
   }
+}
+
+// What crosses devices: a producer with edges of 8, 32 (control) and 16 bytes to consumers on its
+// own device, another device twice and a third: one copy per other device, of its largest data
+// edge (16), and each consumer reads the copy of its device.
+TEST(Transfers, OneCopyPerProducerAndDeviceOfItsLargestDataEdge) {
+  OpGraph g;
+  for (const char* name : {"p", "same", "far1", "far2", "ctl", "other"}) g.add_op({.name = name});
+  g.add_edge(0, 1, {.bytes = 8});
+  g.add_edge(0, 2, {.bytes = 8});
+  g.add_edge(0, 3, {.bytes = 16});
+  g.add_edge(0, 4, {.bytes = 32, .control = true});
+  g.add_edge(0, 5, {.bytes = 4});
+  EXPECT_EQ(wire_bytes(g, 0), 16);
+  EXPECT_EQ(wire_bytes(g, 1), 0);
+  const Placement p{0, 0, 1, 1, 2, 3};
+  std::vector<std::pair<OpId, OpId>> local;
+  std::vector<std::tuple<OpId, DeviceId, int64_t>> copies;
+  std::vector<std::pair<uint32_t, OpId>> remote;
+  for_each_transfer(
+      g, p, [&](OpId a, OpId b) { local.emplace_back(a, b); },
+      [&](OpId src, DeviceId to, int64_t bytes) {
+        copies.emplace_back(src, to, bytes);
+        return static_cast<uint32_t>(100 + copies.size() - 1);
+      },
+      [&](uint32_t copy, OpId dst) { remote.emplace_back(copy, dst); });
+  EXPECT_EQ(local, (std::vector<std::pair<OpId, OpId>>{{0, 1}, {0, 4}}));  // same device; control edge
+  EXPECT_EQ(copies, (std::vector<std::tuple<OpId, DeviceId, int64_t>>{{0, 1, 16}, {0, 3, 16}}));
+  EXPECT_EQ(remote, (std::vector<std::pair<uint32_t, OpId>>{{100, 2}, {100, 3}, {101, 5}}));
 }
 
 }  // namespace

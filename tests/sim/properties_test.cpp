@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "placelab/graph/transfers.h"
 #include "placelab/sim/bounds.h"
 #include "placelab/sim/simulator.h"
 #include "sim_test_util.h"
@@ -84,6 +85,14 @@ TEST_P(SimProperties, HoldOnRandomDags) {
   EXPECT_NEAR(bound.work_s, work / slots, 1e-9 * work);
   EXPECT_EQ(bound.slots, slots);
   EXPECT_GE(r.step_time_s, bound.step_s - 1e-9);
+  // The simulator sends what graph/transfers.h says crosses devices, as the executors and HEFT do.
+  Placement effective(n);
+  for (OpId op = 0; op < n; ++op) effective[op] = sim.effective_device(op, p[op]);
+  int64_t copies = 0;
+  for_each_transfer(
+      g, effective, [](OpId, OpId) {}, [&](OpId, DeviceId, int64_t) { return static_cast<uint32_t>(copies++); },
+      [](uint32_t, OpId) {});
+  EXPECT_EQ(r.transfers, copies);
 
   // Each op runs exactly once, on its effective device, for its cost-model time.
   std::vector<int> runs(n, 0);
