@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 PLACELAB := $(BUILD_DIR)/apps/placelab
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build python run test bench clean
 
 all: build
 
@@ -18,6 +18,10 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The Python module alone (docs/python.md): PYTHONPATH=$(BUILD_DIR)/python /usr/bin/python3 -c "import placelab"
+python: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target placelab_python
 
 # The quickstart scenario (see README.md).
 run: build

@@ -14,7 +14,11 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
+#include "placelab/hwmodels/cost_model.h"
+#include "placelab/hwmodels/machine_io.h"
+#include "placelab/models/zoo.h"
 #include "placelab/sim/simulator.h"
 #include "../tests/support/alloc_counter.h"
 
@@ -210,6 +214,40 @@ void BM_RouteMachine(benchmark::State& state) {
   state.counters["devices"] = static_cast<double>(state.range(0));
 }
 BENCHMARK(BM_RouteMachine)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+
+// The Python module's reference (python/bench/simulate_batch_bench.py runs the same batch through
+// placelab.Simulator.simulate_batch): 1,000 placements of op-level inception_v3:batch=32 on the
+// k80x4 preset with the analytic cost model, op i of placement k on device
+// splitmix64(k · ops + i) mod 5. The label is the sum of the step times in placement order, 17
+// digits, which the Python script prints too: equal labels mean bit-identical results.
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void BM_SimulateBatch_Inception(benchmark::State& state) {
+  static const models::Model model = models::make_model(models::ModelSpec::parse("inception_v3:batch=32"));
+  static const Machine machine = load_machine("k80x4");
+  static const AnalyticCostModel cost(machine);
+  static const Simulator sim(model.graph, cost);
+  const int threads = static_cast<int>(state.range(0));
+  const std::size_t ops = model.graph.num_ops(), devices = machine.num_devices();
+  std::vector<Placement> batch(1000, Placement(ops));
+  for (std::size_t k = 0; k < batch.size(); ++k)
+    for (std::size_t i = 0; i < ops; ++i) batch[k][i] = static_cast<DeviceId>(splitmix64(k * ops + i) % devices);
+  std::vector<SimResult> results(batch.size());
+  for (auto _ : state) {
+    sim.simulate_batch(batch, results, threads);
+    benchmark::DoNotOptimize(results.data());
+  }
+  double sum = 0;
+  for (const SimResult& r : results) sum += r.step_time_s;
+  state.SetLabel(fmt::format("sum {:.17g}", sum));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch.size()));
+}
+BENCHMARK(BM_SimulateBatch_Inception)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace placelab

@@ -12,6 +12,7 @@ packages=(
   libonnx-dev libprotobuf-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-onnx
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 
 missing=()

@@ -1,7 +1,6 @@
 #include "inputs.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "placelab/graph/error.h"
@@ -27,34 +26,6 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
   out.label = m.spec.to_string();
   out.expert = m.expert;
   out.parameters = m.stats.parameters;
-  return out;
-}
-
-namespace {
-
-// A calibrated machine file has a top-level `calibration:` key (docs/calibration.md).
-bool is_calibrated_machine_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("calibration:", 0) == 0) return true;
-  return false;
-}
-
-}  // namespace
-
-std::unique_ptr<MachineSource> load_machine_source(const std::string& name_or_path) {
-  auto out = std::make_unique<MachineSource>();
-  std::filesystem::path path(name_or_path);
-  if (std::filesystem::is_regular_file(path) && is_calibrated_machine_file(path)) {
-    CalibratedMachine cm = load_calibrated_machine(path);
-    out->machine = std::move(cm.machine);
-    out->calibration = std::make_unique<Calibration>(std::move(cm.calibration));
-    out->cost = std::make_unique<CalibratedCostModel>(out->machine, *out->calibration);
-  } else {
-    out->machine = load_machine(name_or_path);
-    out->cost = std::make_unique<AnalyticCostModel>(out->machine);
-  }
   return out;
 }
 

@@ -1,6 +1,5 @@
 // Resolving what a user names on the command line or in a scenario into loaded objects: a graph
-// (a JSON file or a zoo model spec), a machine (a preset, a machine YAML, or a calibrated machine
-// file) with its cost model, and a placement (a rule or a file). Every failure is an InputError
+// (a JSON file or a zoo model spec) and a placement (a rule or a file). Every failure is an InputError
 // naming the argument.
 #pragma once
 
@@ -11,9 +10,7 @@
 
 #include "placelab/graph/op_graph.h"
 #include "placelab/graph/placement.h"
-#include "placelab/hwmodels/calibration.h"
-#include "placelab/hwmodels/cost_model.h"
-#include "placelab/hwmodels/machine.h"
+#include "placelab/hwmodels/machine_source.h"
 #include "placelab/models/expert.h"
 
 namespace placelab::cli {
@@ -28,16 +25,7 @@ struct GraphSource {
 // Exactly one of `graph_path` and `model_spec` must be non-empty.
 GraphSource load_graph_source(const std::string& graph_path, const std::string& model_spec);
 
-// A machine and the cost model the simulator uses for it: analytic for presets and plain machine
-// files, calibrated for files with a `calibration:` block (placelab calibrate writes those).
-struct MachineSource {
-  Machine machine;
-  std::unique_ptr<Calibration> calibration;  // null for uncalibrated machines
-  std::unique_ptr<CostModel> cost;           // refers to machine and calibration above
-  MachineSource() = default;
-  MachineSource(MachineSource&&) = delete;   // the cost model points into this object
-};
-std::unique_ptr<MachineSource> load_machine_source(const std::string& name_or_path);
+// Machines are loaded with load_machine_source (placelab/hwmodels/machine_source.h).
 
 // Resolves a baseline rule of the registry ("name" or "name:argument", placement_rules_help() in
 // learners/registry.h) or else a placement JSON file. `seed` feeds the randomised baselines so runs

@@ -204,6 +204,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     fs::remove(out / "summary.json");
   }
 
+  g_interrupted = 0;  // a process may run several scenarios (the Python module): start each unstopped
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   GraphSource src = load_graph_source(s.graph.string(), s.model);

@@ -1,0 +1,195 @@
+// placelab.Graph (a zoo model, a graph JSON file or an ONNX import) and placelab.Machine (a
+// preset, a machine YAML or a calibrated machine file), loaded by the command line's own code.
+#include <string>
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include "bindings.h"
+#include "placelab/graph/error.h"
+#include "placelab/models/onnx_import.h"
+
+namespace placelab::python {
+
+Placement to_placement(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& array,
+                       std::size_t num_ops, std::size_t num_devices) {
+  if (array.ndim() != 1) {
+    std::string msg = "placement: a 1-D array of one device per op, got ";
+    msg += std::to_string(array.ndim());
+    msg += " dimensions";
+    throw InputError(msg);
+  }
+  const auto n = static_cast<std::size_t>(array.shape(0));
+  if (n != num_ops)
+    check_placement(Placement(n), num_ops, num_devices, "placement");  // throws with the sizes
+  Placement out(n);
+  const int64_t* data = array.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (data[i] < 0 || static_cast<uint64_t>(data[i]) >= num_devices) {
+      std::string msg = "placement: placement[";
+      msg += std::to_string(i);
+      msg += "] = ";
+      msg += std::to_string(data[i]);
+      msg += ": must be a device id < ";
+      msg += std::to_string(num_devices);
+      throw InputError(msg);
+    }
+    out[i] = static_cast<DeviceId>(data[i]);
+  }
+  return out;
+}
+
+py::array_t<int32_t> placement_array(std::span<const DeviceId> placement) {
+  py::array_t<int32_t> out(static_cast<py::ssize_t>(placement.size()));
+  int32_t* data = out.mutable_data();
+  for (std::size_t i = 0; i < placement.size(); ++i) data[i] = placement[i];
+  return out;
+}
+
+namespace {
+
+GraphPtr graph_from_onnx(const std::filesystem::path& path, int64_t batch, const std::string& optimizer) {
+  models::OnnxImportOptions options;
+  options.batch = batch;
+  auto opt = models::optimizer_from_name(optimizer);
+  if (!opt) {
+    std::string msg = "optimizer = ";
+    msg += optimizer;
+    msg += ": must be sgd, momentum, rmsprop or adam";
+    throw InputError(msg);
+  }
+  options.optimizer = *opt;
+  models::OnnxImportReport report;
+  auto out = std::make_shared<cli::GraphSource>();
+  out->graph = models::import_onnx(path, options, &report);
+  out->label = path.filename().string();
+  out->parameters = report.stats.parameters;
+  return out;
+}
+
+std::vector<std::string> op_names(const cli::GraphSource& g) {
+  std::vector<std::string> out;
+  out.reserve(g.graph.num_ops());
+  for (OpId i = 0; i < g.graph.num_ops(); ++i) out.push_back(g.graph.op(i).name);
+  return out;
+}
+
+std::vector<std::string> op_types(const cli::GraphSource& g) {
+  std::vector<std::string> out;
+  out.reserve(g.graph.num_ops());
+  for (OpId i = 0; i < g.graph.num_ops(); ++i) out.push_back(g.graph.op(i).type);
+  return out;
+}
+
+}  // namespace
+
+void bind_graph_machine(py::module_& m) {
+  py::class_<cli::GraphSource, GraphPtr>(m, "Graph",
+                                         "A training-step op graph. Build one with Graph.from_model, Graph.from_json "
+                                         "or Graph.from_onnx; it is immutable.")
+      .def_static(
+          "from_model",
+          [](const std::string& spec) {
+            return std::make_shared<cli::GraphSource>(cli::load_graph_source("", spec));
+          },
+          py::arg("spec"),
+          "A zoo model by spec, \"name\" or \"name:key=value,...\" (placelab.models() lists them), e.g. "
+          "\"inception_v3:batch=32\". Raises InputError for an unknown model, key or value.")
+      .def_static(
+          "from_json",
+          [](const std::filesystem::path& path) {
+            return std::make_shared<cli::GraphSource>(cli::load_graph_source(path.string(), ""));
+          },
+          py::arg("path"), "A graph JSON file (docs/formats.md). Raises InputError naming file:line and field.")
+      .def_static("from_onnx", &graph_from_onnx, py::arg("path"), py::arg("batch") = 0, py::arg("optimizer") = "sgd",
+                  "An ONNX model imported as a training graph (docs/onnx.md): `batch` examples per step (0 keeps "
+                  "the file's), optimizer sgd | momentum | rmsprop | adam.")
+      .def_property_readonly("num_ops", [](const cli::GraphSource& g) { return g.graph.num_ops(); }, "Number of ops.")
+      .def_property_readonly("num_edges", [](const cli::GraphSource& g) { return g.graph.num_edges(); },
+                             "Number of edges (data and control).")
+      .def_property_readonly("label", [](const cli::GraphSource& g) { return g.label; },
+                             "The file name or the canonical model spec.")
+      .def_property_readonly(
+          "parameters",
+          [](const cli::GraphSource& g) -> std::optional<int64_t> {
+            if (g.parameters < 0) return std::nullopt;
+            return g.parameters;
+          },
+          "Trainable parameters, or None when unknown.")
+      .def_property_readonly("op_names", &op_names, "The op names, by op id.")
+      .def_property_readonly("op_types", &op_types, "The op types (\"Conv2D\", \"MatMul\", ...), by op id.")
+      .def_property_readonly("total_flops", [](const cli::GraphSource& g) { return g.graph.total_flops(); },
+                             "Floating-point operations of one step (a count).")
+      .def("__len__", [](const cli::GraphSource& g) { return g.graph.num_ops(); })
+      .def("__repr__", [](const cli::GraphSource& g) {
+        std::string s = "<placelab.Graph ";
+        s += g.label;
+        s += ": ";
+        s += std::to_string(g.graph.num_ops());
+        s += " ops>";
+        return s;
+      });
+
+  py::class_<MachineSource, MachinePtr>(m, "Machine",
+                                        "A machine with the cost model the simulator uses for it (analytic for presets "
+                                        "and machine files, calibrated for calibrated machine files).")
+      .def_static(
+          "preset", [](const std::string& name) { return MachinePtr(load_machine_source(name)); }, py::arg("name"),
+          "A built-in preset (placelab.machines() lists them), e.g. \"k80x4\".")
+      .def_static(
+          "from_yaml",
+          [](const std::filesystem::path& path) {
+            if (!std::filesystem::is_regular_file(path)) {
+              std::string msg = path.string();
+              msg += ": no such machine file";
+              throw InputError(msg);
+            }
+            return MachinePtr(load_machine_source(path.string()));
+          },
+          py::arg("path"),
+          "A machine YAML file (docs/machines.md) or a calibrated machine file written by `placelab calibrate` "
+          "(docs/calibration.md). Raises InputError naming file:line and field.")
+      .def_static(
+          "load", [](const std::string& name_or_path) { return MachinePtr(load_machine_source(name_or_path)); },
+          py::arg("name_or_path"), "A preset or a file, as the command line's --machine takes it.")
+      .def_property_readonly("name", [](const MachineSource& s) { return s.machine.name; })
+      .def_property_readonly("num_devices", [](const MachineSource& s) { return s.machine.num_devices(); })
+      .def_property_readonly(
+          "device_names",
+          [](const MachineSource& s) {
+            std::vector<std::string> out;
+            for (const Device& d : s.machine.devices) out.push_back(d.name);
+            return out;
+          },
+          "Device names by device id (\"cpu:0\", \"gpu:0\", ...).")
+      .def_property_readonly(
+          "device_kinds",
+          [](const MachineSource& s) {
+            std::vector<std::string> out;
+            for (const Device& d : s.machine.devices) out.emplace_back(device_kind_name(d.kind));
+            return out;
+          },
+          "\"cpu\" or \"gpu\" by device id.")
+      .def_property_readonly(
+          "memory_bytes",
+          [](const MachineSource& s) {
+            py::array_t<int64_t> out(static_cast<py::ssize_t>(s.machine.devices.size()));
+            for (std::size_t d = 0; d < s.machine.devices.size(); ++d) out.mutable_at(d) = s.machine.devices[d].memory_bytes;
+            return out;
+          },
+          "Memory capacity in bytes by device id.")
+      .def_property_readonly("calibrated", [](const MachineSource& s) { return s.calibration != nullptr; },
+                             "True for a calibrated machine file.")
+      .def_property_readonly("cost_model", [](const MachineSource& s) { return s.cost->describe(); },
+                             "The cost model in words.")
+      .def("__repr__", [](const MachineSource& s) {
+        std::string r = "<placelab.Machine ";
+        r += s.machine.name;
+        r += ": ";
+        r += std::to_string(s.machine.num_devices());
+        r += " devices>";
+        return r;
+      });
+}
+
+}  // namespace placelab::python

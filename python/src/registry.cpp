@@ -1,0 +1,230 @@
+// The registries (learners, baselines, groupings, models, machine presets) as plain Python data,
+// groupings and baseline placements of a graph, the problem description the neural learners see,
+// and running a scenario as `placelab run` does.
+#include <signal.h>
+
+#include <optional>
+#include <string>
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include "bindings.h"
+#include "placelab/graph/error.h"
+#include "placelab/hwmodels/machine_io.h"
+#include "placelab/learners/grouping.h"
+#include "placelab/learners/problem.h"
+#include "placelab/learners/registry.h"
+#include "placelab/models/zoo.h"
+#include "run.h"
+#include "scenario.h"
+
+namespace placelab::python {
+namespace {
+
+py::dict option_dict(const OptionInfo& o) {
+  py::dict d;
+  d["key"] = o.key;
+  d["kind"] = std::string(option_kind_name(o.kind));
+  d["default"] = o.default_value;
+  d["rule"] = o.rule;
+  d["help"] = o.help;
+  d["choices"] = o.choices;
+  return d;
+}
+
+py::list learners() {
+  py::list out;
+  for (const LearnerEntry& e : learner_registry()) {
+    py::dict d;
+    d["name"] = e.name;
+    d["aliases"] = e.aliases;
+    d["summary"] = e.summary;
+    d["paper"] = e.paper;
+    py::list options;
+    for (const OptionInfo& o : e.options) options.append(option_dict(o));
+    d["options"] = options;
+    d["policy_gradient"] = e.policy_gradient;
+    d["needs_problem"] = e.needs_problem;
+    out.append(d);
+  }
+  return out;
+}
+
+py::list baselines() {
+  py::list out;
+  for (const BaselineEntry& e : baseline_registry()) {
+    py::dict d;
+    d["name"] = e.name;
+    d["aliases"] = e.aliases;
+    d["summary"] = e.summary;
+    d["paper"] = e.paper;
+    d["argument"] = e.argument;
+    out.append(d);
+  }
+  return out;
+}
+
+py::list zoo() {
+  py::list out;
+  for (const models::ModelInfo& info : models::model_zoo()) {
+    py::dict d;
+    d["name"] = info.name;
+    d["description"] = info.description;
+    py::list options;
+    for (const models::ModelOption& o : info.options) {
+      py::dict od;
+      od["key"] = o.key;
+      od["default"] = o.default_value;
+      od["description"] = o.description;
+      od["choices"] = o.choices;
+      options.append(od);
+    }
+    d["options"] = options;
+    out.append(d);
+  }
+  return out;
+}
+
+Grouping grouping_of(const cli::GraphSource& g, const std::string& name, int groups, int seed) {
+  MetisGroupingOptions metis;
+  metis.num_groups = groups;
+  metis.seed = seed;
+  metis.validate();
+  return make_grouping(g.graph, name, metis);
+}
+
+template <typename T>
+py::array_t<T> to_array(const std::vector<T>& v) {
+  py::array_t<T> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
+// The problem description, with the feature matrix in placement order (python/placelab/env.py).
+struct PyProblem {
+  PlacementProblem problem;
+  std::vector<GroupId> group_of_op;
+};
+
+PyProblem describe(const GraphPtr& g, const std::string& grouping, int groups, int seed) {
+  const Grouping gr = grouping_of(*g, grouping, groups, seed);
+  PyProblem out;
+  out.problem = describe_problem(g->graph, gr);
+  out.group_of_op.assign(gr.group_of_op().begin(), gr.group_of_op().end());
+  return out;
+}
+
+// group_feature_matrix is F × G column-major: the same memory as a G × F row-major array.
+py::array_t<float> features(const PyProblem& p) {
+  const nn::Matrix<float> f = group_feature_matrix<float>(p.problem, p.problem.topological_order);
+  py::array_t<float> out({static_cast<py::ssize_t>(f.cols()), static_cast<py::ssize_t>(f.rows())});
+  std::copy(f.data(), f.data() + f.size(), out.mutable_data());
+  return out;
+}
+
+// Restores the process's SIGINT and SIGTERM handlers (Python's) when a scenario run ends: the run
+// installs its own so that Ctrl-C stops it at the next batch with its checkpoints written.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    sigaction(SIGINT, nullptr, &int_);
+    sigaction(SIGTERM, nullptr, &term_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGINT, &int_, nullptr);
+    sigaction(SIGTERM, &term_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  struct sigaction int_ {};
+  struct sigaction term_ {};
+};
+
+std::filesystem::path run(const std::filesystem::path& scenario, const std::optional<std::filesystem::path>& output,
+                          std::optional<int> seeds, bool resume, bool progress) {
+  const cli::Scenario s = cli::read_scenario(scenario);
+  cli::RunOptions o;
+  o.seeds = seeds;
+  o.resume = resume;
+  if (output) o.output = *output;
+  o.progress = progress;
+  cli::RunOutcome outcome;
+  {
+    py::gil_scoped_release release;
+    const SignalGuard guard;
+    outcome = cli::run_scenario(s, o);
+  }
+  if (outcome.stopped) {
+    std::string msg = "placelab.run stopped by a signal; its checkpoints are in ";
+    msg += outcome.folder.string();
+    msg += ": continue with resume=True";
+    PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+    throw py::error_already_set();
+  }
+  return outcome.folder;
+}
+
+}  // namespace
+
+void bind_registry(py::module_& m) {
+  m.def("learners", &learners,
+        "The learner registry: one dict per learner with name, aliases, summary, paper, options (key, kind, "
+        "default, rule, help, choices), policy_gradient and needs_problem.");
+  m.def("baselines", &baselines, "The baseline registry: one dict per baseline with name, aliases, summary, paper, argument.");
+  m.def(
+      "groupings", [] { return std::vector<std::string>(grouping_names().begin(), grouping_names().end()); },
+      "The grouping names grouping() accepts.");
+  m.def("models", &zoo, "The model zoo: one dict per model with name, description and options.");
+  m.def("machines", &preset_names, "The machine preset names, sorted.");
+
+  m.def(
+      "grouping",
+      [](const GraphPtr& g, const std::string& name, int groups, int seed) {
+        const Grouping gr = grouping_of(*g, name, groups, seed);
+        return to_array(std::vector<GroupId>(gr.group_of_op().begin(), gr.group_of_op().end()));
+      },
+      py::arg("graph"), py::arg("name") = "scope_units", py::arg("groups") = 256, py::arg("seed") = 1,
+      "Group of each op (uint32 array; groups numbered densely in the order of their smallest op) under the "
+      "grouping `name` (groupings() lists them). `groups` and `seed` are METIS's and Scotch's.");
+
+  m.def(
+      "baseline",
+      [](const GraphPtr& g, const MachinePtr& mach, const std::string& spec, uint64_t seed) {
+        return placement_array(cli::resolve_placement(spec, *g, *mach, seed));
+      },
+      py::arg("graph"), py::arg("machine"), py::arg("spec"), py::arg("seed") = 1,
+      "The op placement (int32 array) of a baseline rule, \"name\" or \"name:argument\" (baselines() lists "
+      "them: single_gpu, expert, metis, heft, random:<seed>, ...) or of a placement JSON file, as the command "
+      "line's --placement resolves it. `seed` feeds the randomised baselines.");
+
+  py::class_<PyProblem>(m, "Problem",
+                        "The graph seen through a grouping, as the neural learners see it (learners/problem.h).")
+      .def_property_readonly("num_groups", [](const PyProblem& p) { return p.problem.num_groups; })
+      .def_property_readonly("group_of_op", [](const PyProblem& p) { return to_array(p.group_of_op); },
+                             "Group of each op (uint32 array).")
+      .def_property_readonly("group_names", [](const PyProblem& p) { return p.problem.group_names; })
+      .def_property_readonly("group_size", [](const PyProblem& p) { return to_array(p.problem.group_size); },
+                             "Ops per group (uint32 array).")
+      .def_property_readonly("op_types", [](const PyProblem& p) { return p.problem.op_types; },
+                             "The op-type vocabulary, sorted.")
+      .def_property_readonly("order", [](const PyProblem& p) { return to_array(p.problem.topological_order); },
+                             "Group ids in placement order: by the earliest topological position of their ops.")
+      .def_property_readonly("features", &features,
+                             "float32 array, one row per group in `order`: group_feature_matrix's F = 2G + T + 8 "
+                             "features (docs/learners.md, docs/python.md).");
+  m.def("describe_problem", &describe, py::arg("graph"), py::arg("grouping") = "scope_units", py::arg("groups") = 256,
+        py::arg("seed") = 1, "The graph seen through a grouping (a Problem).");
+
+  m.def("run", &run, py::arg("scenario"), py::arg("output") = py::none(), py::arg("seeds") = py::none(),
+        py::arg("resume") = false, py::arg("progress") = false,
+        "Runs a scenario file as `placelab run` does (docs/scenarios.md) and returns its output folder "
+        "(summary.json, curve.csv, best_placement.json, report.md, ...). `output` replaces the scenario's "
+        "folder, `seeds` N runs seeds 1..N, `resume` continues a stopped run, `progress` draws the progress "
+        "bar on stderr. Raises InputError for a bad scenario; KeyboardInterrupt when Ctrl-C stopped it "
+        "(checkpoints written).");
+}
+
+}  // namespace placelab::python

@@ -1,0 +1,39 @@
+"""placelab.run runs a scenario as `placelab run` does."""
+
+import json
+
+import placelab as pl
+
+
+def test_run_writes_a_summary(tmp_path, small_graph):
+    from conftest import SOURCE_DIR
+
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(
+        "name: tiny\n"
+        f"graph: {SOURCE_DIR / 'scenarios' / 'graphs' / 'quickstart.json'}\n"
+        "machine: k80x4\n"
+        "devices: gpus\n"
+        "grouping: scope_units\n"
+        "samples: 48\n"
+        "batch: 12\n"
+        "seeds: 1\n"
+        "learners:\n"
+        "  reinforce: {}\n"
+        "baselines: [single_gpu, heft]\n")
+    folder = pl.run(scenario, output=tmp_path / "out")
+    assert folder == tmp_path / "out"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary
+    assert (folder / "report.md").exists()
+
+
+def test_run_rejects_a_bad_scenario(tmp_path):
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text("name: bad\nmodel: inception_v3\nsamples: -3\n")
+    try:
+        pl.run(scenario, output=tmp_path / "out")
+    except pl.InputError as e:
+        assert "bad.yaml:3" in str(e)
+    else:
+        raise AssertionError("expected InputError")
