@@ -162,7 +162,11 @@ std::filesystem::path resolve_relative(const std::filesystem::path& scenario_fil
   // Paths are relative to the scenario's folder, falling back to the working directory so that
   // `placelab run scenarios/x.yaml` also works with repository-relative paths.
   std::filesystem::path beside = scenario_file.parent_path() / path;
-  return std::filesystem::exists(beside) || !std::filesystem::exists(path) ? beside : path;
+  // The non-throwing overloads: a name the system cannot look up (a component over NAME_MAX) is
+  // a file that is not there, reported by whoever opens it, not a filesystem_error.
+  std::error_code ec;
+  if (std::filesystem::exists(beside, ec)) return beside;
+  return std::filesystem::exists(path, ec) ? path : beside;
 }
 
 }  // namespace

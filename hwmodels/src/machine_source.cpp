@@ -18,7 +18,8 @@ bool is_calibrated_machine_file(const std::filesystem::path& path) {
 std::unique_ptr<MachineSource> load_machine_source(const std::string& name_or_path) {
   auto out = std::make_unique<MachineSource>();
   const std::filesystem::path path(name_or_path);
-  if (std::filesystem::is_regular_file(path) && is_calibrated_machine_file(path)) {
+  std::error_code ec;  // a name the system cannot look up is no file: the loaders below say so
+  if (std::filesystem::is_regular_file(path, ec) && is_calibrated_machine_file(path)) {
     CalibratedMachine cm = load_calibrated_machine(path);
     out->machine = std::move(cm.machine);
     out->calibration = std::make_unique<Calibration>(std::move(cm.calibration));
