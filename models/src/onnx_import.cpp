@@ -8,14 +8,16 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 
 namespace placelab::models {
 namespace {
@@ -1076,18 +1078,24 @@ std::string OnnxImportReport::brief_report() const {
   return s.str();
 }
 
-OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options, OnnxImportReport* report) {
+OpGraph import_onnx_bytes(std::string_view bytes, std::string_view origin, const OnnxImportOptions& options,
+                          OnnxImportReport* report) {
   options.validate();
-  const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(file + ": cannot open the file for reading");
+  const std::string file(origin);
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw InputError(file + ": " + std::to_string(bytes.size()) + " bytes: must be < 2 GiB (protobuf's limit)");
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in))
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw InputError(file + ": not a valid ONNX ModelProto (protobuf parsing failed: garbage or a truncated file)");
   OnnxImportReport local;
   OnnxImportReport& r = report ? *report : local;
   r = {};
   return Importer(file, model, options, r).run();
+}
+
+OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options, OnnxImportReport* report) {
+  options.validate();
+  return import_onnx_bytes(read_text_file(path), path.string(), options, report);
 }
 
 }  // namespace placelab::models
