@@ -6,7 +6,13 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 PLACELAB := $(BUILD_DIR)/apps/placelab
 
-.PHONY: all deps configure build run test bench clean
+# Fuzzing (docs/reliability.md, "Fuzzing"): Clang + libFuzzer + ASan + UBSan, in build-fuzz/.
+# `make fuzz` runs every target for FUZZ_SECONDS each; `make fuzz FUZZ_SECONDS=3600` is a campaign.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+
+.PHONY: all deps configure build run test bench clean fuzz-build fuzz
 
 all: build
 
@@ -34,5 +40,14 @@ bench: build
 	  $$b --benchmark_out=results/bench/$$(basename $$b).json --benchmark_out_format=json || exit 1; \
 	done
 
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DPLACELAB_FUZZ=ON -DPLACELAB_SANITIZERS="address;undefined" -DPLACELAB_WITH_CUDA=OFF \
+	  -DPLACELAB_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR)
