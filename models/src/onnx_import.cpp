@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -238,7 +239,33 @@ class Importer {
     }
   }
 
+  // ONNX lets a convolution leave out kernel_shape ("inferred from W"), but ONNX 1.12's shape
+  // inference then reads W's type without checking it is known and dereferences null (a SIGSEGV
+  // when W has no type). The importer needs W as an initializer anyway: kernel_shape is filled in
+  // from its dimensions before inference runs.
+  void complete_kernel_shapes() {
+    static const std::map<std::string, int, std::less<>> kWeightInput = {
+        {"Conv", 1}, {"ConvInteger", 1}, {"ConvTranspose", 1}, {"QLinearConv", 3}};
+    for (auto& n : *model_.mutable_graph()->mutable_node()) {
+      const auto op = kWeightInput.find(n.op_type());
+      if (op == kWeightInput.end() || find_attr(n, "kernel_shape")) continue;
+      const int w = op->second;
+      const onnx::TensorProto* weights = nullptr;
+      if (n.input_size() > w)
+        for (const auto& t : model_.graph().initializer())
+          if (t.name() == n.input(w)) weights = &t;
+      if (!weights || weights->dims_size() < 3)
+        fail(n, "no kernel_shape, and input " + std::to_string(w) +
+                    " (the weights) is no initializer of rank >= 3 to take it from");
+      onnx::AttributeProto* a = n.add_attribute();
+      a->set_name("kernel_shape");
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int d = 2; d < weights->dims_size(); ++d) a->add_ints(weights->dims(d));
+    }
+  }
+
   void infer_shapes() {
+    complete_kernel_shapes();
     check_window_attributes();
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.

@@ -616,6 +616,31 @@ TEST(OnnxImportErrors, ZeroStridesAndKernelsAreRejectedBeforeShapeInference) {
   EXPECT_NE(e.find("node '/conv/Conv' (Conv): pads value -1: must be between 0"), std::string::npos) << e;
 }
 
+// Found by fuzz/onnx_fuzz: a Conv without kernel_shape was a SIGSEGV inside ONNX 1.12's shape
+// inference. kernel_shape may be left out ("inferred from W"): it is taken from the weights.
+TEST(OnnxImport, ConvWithoutKernelShapeTakesItFromTheWeights) {
+  OnnxImportOptions options;
+  options.batch = 2;
+  ModelMaker m = tiny_cnn();
+  auto* conv = m.model().mutable_graph()->mutable_node(0);
+  conv->mutable_attribute()->DeleteSubrange(0, 1);  // kernel_shape
+  ASSERT_EQ(conv->attribute(0).name(), "pads");
+  OnnxImportReport without, with;
+  const OpGraph a = import_onnx(m.save("no_kernel_shape.onnx"), options, &without);
+  const OpGraph b = import_onnx(tiny_cnn().save("kernel_shape.onnx"), options, &with);
+  EXPECT_EQ(a.num_ops(), b.num_ops());
+  EXPECT_EQ(without.stats.parameters, kTinyCnnParams);
+  EXPECT_DOUBLE_EQ(without.stats.forward_flops, tiny_cnn_flops(2));
+
+  // Weights that are no initializer leave nothing to take it from.
+  ModelMaker g = tiny_cnn();
+  g.model().mutable_graph()->mutable_node(0)->mutable_attribute()->DeleteSubrange(0, 1);
+  g.model().mutable_graph()->mutable_node(0)->set_input(1, "x");
+  std::string e = import_error(g.save("no_kernel_shape_no_weights.onnx"), options);
+  EXPECT_NE(e.find("node '/conv/Conv' (Conv): no kernel_shape, and input 1 (the weights) is no initializer"), std::string::npos)
+      << e;
+}
+
 TEST(OnnxImportErrors, WeightsOfTheWrongSizeNameTheTensor) {
   // ONNX 1.12's Conv inference does not look at the bias; the importer must.
   ModelMaker m = tiny_cnn();
