@@ -78,7 +78,10 @@ std::string id_text(const json& e, const char* key) {
   return {};
 }
 
+// "" for a time before 1970 or from year 10000 on (a trace's clock, not a date; and converting
+// 1e300 seconds to time_t would be undefined).
 std::string iso_utc(double epoch_s) {
+  if (!(epoch_s >= 0 && epoch_s < 253402300800.0)) return {};
   std::time_t t = static_cast<std::time_t>(epoch_s);
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -785,7 +788,7 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
   c.format = TraceFormat::kTensorFlow;
   std::unordered_map<std::string, TfProcess> procs;
   for (const json& e : events)
-    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "process_name" && e.contains("args"))
+    if (e.is_object() && arg_string(e, "ph") == "M" && arg_string(e, "name") == "process_name" && e.contains("args"))
       procs[id_text(e, "pid")] = classify_tf_process(arg_string(e["args"], "name"));
 
   // Kernel source per GPU: "stream:all" when present (the per-stream rows repeat its events),
@@ -797,7 +800,7 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
   std::set<std::string> pids_with_events;
   std::map<std::string, int64_t> categories;
   for (const json& e : events)
-    if (e.is_object() && e.value("ph", "") == "X") {
+    if (e.is_object() && arg_string(e, "ph") == "X") {
       pids_with_events.insert(id_text(e, "pid"));
       ++categories[arg_string(e, "cat")];
     }
@@ -810,7 +813,7 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
   static const std::regex bytes_re(R"((\d+)\s*bytes)");
   std::unordered_map<std::string, int64_t> instance_ids;
   for (const json& e : events) {
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    if (!e.is_object() || arg_string(e, "ph") != "X") continue;
     auto pit = procs.find(id_text(e, "pid"));
     if (pit == procs.end()) continue;
     const TfProcess& p = pit->second;
@@ -1484,10 +1487,10 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
     for (const json& e : *events) {
       if (!e.is_object()) continue;
       const std::string cat = arg_string(e, "cat");
-      if (e.value("ph", "") == "X") ++categories[cat];
+      if (arg_string(e, "ph") == "X") ++categories[cat];
       const KinetoCat k = kineto_category(cat);
       if (k != KinetoCat::kIgnored && k != KinetoCat::kUnknown) kineto = true;
-      if (e.value("ph", "") == "M" && e.contains("args") && arg_string(e["args"], "name").find("/device:") != std::string::npos)
+      if (arg_string(e, "ph") == "M" && e.contains("args") && arg_string(e["args"], "name").find("/device:") != std::string::npos)
         tf = true;
       if (e.contains("args") && e["args"].is_object() && e["args"].contains("op")) tf = true;
     }

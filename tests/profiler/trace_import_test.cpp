@@ -214,6 +214,25 @@ TEST(TraceImport, OutOfRangeNumbersAreInputErrorsOrIgnored) {
   EXPECT_EQ(t.report.steps, 2);
 }
 
+// Found by fuzz/trace_fuzz: "ph" of another type than a string escaped as nlohmann's type_error;
+// a baseTimeNanoseconds of 1e300 was converted to time_t (undefined behaviour).
+TEST(TraceImport, FieldsOfAnotherTypeOrAbsurdTimesAreIgnored) {
+  std::string kineto = kKineto;
+  const std::string events = "\"traceEvents\": [\n";
+  ASSERT_NE(kineto.find(events), std::string::npos);
+  kineto.insert(kineto.find(events) + events.size(),
+                R"({"ph": 5, "cat": "kernel", "name": 7}, {"ph": ["X"], "cat": "cpu_op"}, {"ph": "M", "name": null},)"
+                "\n");
+  kineto.insert(1, R"("baseTimeNanoseconds": 1e300, )");
+  const TraceImport t = import_trace_text(kineto, "odd-types.json");
+  EXPECT_EQ(t.report.kernels, 5);
+  EXPECT_EQ(t.report.steps, 2);
+  EXPECT_EQ(t.calibration.created, "");
+  // The TensorFlow reader's process-name rows, too.
+  EXPECT_THROW(import_trace_text(R"({"traceEvents": [{"ph": "M", "name": 1, "args": {"name": "/device:GPU:0"}}]})", "tf.json"),
+               InputError);
+}
+
 TEST(TraceImport, OptionsValidateNameTheField) {
   TraceImportOptions o;
   o.host_device = "gpu:9";
