@@ -279,12 +279,26 @@ class Importer {
     }
   }
 
+  // A shape from the file or from inference: no negative dimension and at most 2^40 elements
+  // (4 TiB of floats), so that the element, byte and FLOP counts made of it fit int64.
+  void check_shape(const std::string& name, const Shape& shape) const {
+    constexpr int64_t kMaxElements = int64_t{1} << 40;
+    int64_t elements = 1;
+    for (int64_t d : shape) {
+      if (d < 0) fail("tensor '" + name + "' is " + shape_text(shape) + ": a negative dimension");
+      if (d > 0 && elements > kMaxElements / d)
+        fail("tensor '" + name + "' is " + shape_text(shape) + ": more than 2^40 elements");
+      elements *= d;
+    }
+  }
+
   // Records the static shape and type of every tensor the graph names.
   void collect_tensors() {
     const auto& g = model_.graph();
     for (const auto& t : g.initializer()) {
       TensorInfo& info = tensors_[t.name()];
       info.shape.assign(t.dims().begin(), t.dims().end());
+      check_shape(t.name(), info.shape);
       info.elem_type = t.data_type();
       info.constant = true;
       info.from_initializer = true;
@@ -302,6 +316,7 @@ class Importer {
         if (!d.has_dim_value()) return;  // unknown: left empty, caught where the tensor is used
         s.push_back(d.dim_value());
       }
+      check_shape(v.name(), s);
       info.shape = std::move(s);
       known_shape_.insert(v.name());
     };

@@ -641,6 +641,21 @@ TEST(OnnxImport, ConvWithoutKernelShapeTakesItFromTheWeights) {
       << e;
 }
 
+// Found by fuzz/onnx_fuzz: a weight of 8613451774033920 × 2662 … elements overflowed int64 while
+// its elements were counted (undefined behaviour).
+TEST(OnnxImportErrors, TensorsOfMoreThan2To40ElementsAreRejected) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  ModelMaker m = tiny_cnn();
+  m.model().mutable_graph()->mutable_initializer(0)->set_dims(3, int64_t{1} << 40);  // conv.w
+  std::string e = import_error(m.save("huge_weights.onnx"), options);
+  EXPECT_NE(e.find("tensor 'conv.w' is [4,3,3,1099511627776]: more than 2^40 elements"), std::string::npos) << e;
+  ModelMaker n = tiny_cnn();
+  n.model().mutable_graph()->mutable_initializer(1)->set_dims(0, -4);  // conv.b
+  e = import_error(n.save("negative_dims.onnx"), options);
+  EXPECT_NE(e.find("tensor 'conv.b' is [-4]: a negative dimension"), std::string::npos) << e;
+}
+
 TEST(OnnxImportErrors, WeightsOfTheWrongSizeNameTheTensor) {
   // ONNX 1.12's Conv inference does not look at the bias; the importer must.
   ModelMaker m = tiny_cnn();
