@@ -45,12 +45,12 @@ for t in "${targets[@]}"; do
   # -timeout: one input running 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB of memory.
   if "${pin[@]}" "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$build/fuzz-crashes/$t-" "${dict[@]}" ${FUZZ_FLAGS:-} "$corpus" > "$log" 2>&1; then
-    grep -E '^(#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs)' "$log" | tail -2
-    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log"
+    grep -aE '^(#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs)' "$log" | tail -2
+    grep -aE '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log"
   else
     status=1
     echo "== $t: FOUND something; the input is in $build/fuzz-crashes/, the report:"
-    grep -E -A30 'ERROR: |placelab fuzz:|runtime error' "$log" | head -60
+    grep -aE -A30 'ERROR: |placelab fuzz:|runtime error' "$log" | head -60
   fi
 done
 exit $status

@@ -12,6 +12,7 @@ packages=(
   libonnx-dev libprotobuf-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-onnx
+  clang-16 libclang-rt-16-dev  # make fuzz / make sanitize: libFuzzer, ASan, UBSan (Clang >= 16)
 )
 
 missing=()
