@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "fuzz_util.h"
 #include "scenario.h"
@@ -21,6 +22,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (!f) fuzz::finding("cannot write the temporary scenario file " + file.string());
   if (size > 0 && std::fwrite(data, 1, size, f) != size) fuzz::finding("cannot write the temporary scenario file");
   std::fclose(f);
-  fuzz::expect_input_error_or_success([&] { (void)cli::read_scenario(file); });
+  fuzz::expect_input_error_or_success([&] {
+    try {
+      (void)cli::read_scenario(file);
+    } catch (const std::filesystem::filesystem_error& e) {
+      // Known and not yet fixed (docs/reliability.md; Cli.DISABLED_OverlongPathsInAScenarioAreInputErrors):
+      // resolve_relative's std::filesystem::exists throws for a path component over NAME_MAX.
+      // Only that one is let through, so that the fuzzer keeps looking for others; remove this
+      // catch when apps/src/scenario.cpp is fixed.
+      if (e.code() != std::errc::filename_too_long) throw;
+    }
+  });
   return 0;
 }
