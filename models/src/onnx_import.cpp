@@ -374,6 +374,8 @@ class Importer {
     const std::string& out = g.output(0).name();
     if (!known_shape_.count(out)) fail("graph output '" + out + "' has no static shape");
     const Shape& os = typed_[out].shape;
+    if (num_elements(os) == 0)
+      fail("graph output '" + out + "' is " + shape_text(os) + ": empty, no logits for the loss");
     label_rows_ = os.size() < 2 ? (os.empty() ? 1 : os[0]) : num_elements(os) / os.back();
     shapes.push_back({label_rows_});
     std::vector<Value> values = b_.input_pipeline(shapes);

@@ -656,6 +656,19 @@ TEST(OnnxImportErrors, TensorsOfMoreThan2To40ElementsAreRejected) {
   EXPECT_NE(e.find("tensor 'conv.b' is [-4]: a negative dimension"), std::string::npos) << e;
 }
 
+// Found by fuzz/onnx_fuzz: an output with a dimension 0 divided by zero counting the loss's rows.
+TEST(OnnxImportErrors, AnEmptyOutputIsRejected) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  ModelMaker m = tiny_cnn();
+  m.model().mutable_graph()->mutable_initializer(6)->set_dims(0, 0);  // fc.w [0, 4]: no classes
+  m.model().mutable_graph()->mutable_initializer(6)->clear_raw_data();
+  m.model().mutable_graph()->mutable_initializer(7)->set_dims(0, 0);  // fc.b [0]
+  m.model().mutable_graph()->mutable_initializer(7)->clear_raw_data();
+  std::string e = import_error(m.save("empty_logits.onnx"), options);
+  EXPECT_NE(e.find("graph output 'logits' is [1,0]: empty, no logits for the loss"), std::string::npos) << e;
+}
+
 TEST(OnnxImportErrors, WeightsOfTheWrongSizeNameTheTensor) {
   // ONNX 1.12's Conv inference does not look at the bias; the importer must.
   ModelMaker m = tiny_cnn();
