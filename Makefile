@@ -6,7 +6,25 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 PLACELAB := $(BUILD_DIR)/apps/placelab
 
-.PHONY: all deps configure build python run test bench clean
+# Fuzzing (docs/reliability.md, "Fuzzing"): Clang + libFuzzer + ASan + UBSan, in build-fuzz/.
+# `make fuzz` runs every target for FUZZ_SECONDS each; `make fuzz FUZZ_SECONDS=3600` is a campaign.
+# Clang 16 at least: 14 and 15 cannot capture structured bindings in lambdas, as our C++20 does.
+FUZZ_CXX ?= clang++-16
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+SANITIZE_DIR ?= build-asan
+
+# `make sanitize`: the unit tests of the loaders and the simulator under ASan + UBSan. Left out:
+# the learners' and the CLI's tests (learner runs, several times slower under ASan; the learners
+# library, the CLI and their tests are most of the compile time, which CI's 2 cores pay for), the serial
+# overlap test and the CPU calibrator's timing tests (CpuCalibration, CpuTiming, CpuSweep: figures
+# measured under ASan mean nothing). docs/reliability.md, "Sanitizers in CI", has the times.
+SANITIZE_TESTS ?= graph/graph_test hwmodels/hwmodels_test sim/sim_test models/models_test \
+  models/onnx_import_test profiler/profiler_test
+SANITIZE_FILTER ?= -CpuCalibration.*:CpuTiming.*:CpuSweep.*
+
+.PHONY: all deps configure build python run test bench clean fuzz-configure fuzz-build fuzz sanitize
 
 all: build
 
@@ -38,5 +56,27 @@ bench: build
 	  $$b --benchmark_out=results/bench/$$(basename $$b).json --benchmark_out_format=json || exit 1; \
 	done
 
+fuzz-configure: deps
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
+	  -DPLACELAB_FUZZ=ON -DPLACELAB_SANITIZERS="address;undefined" -DPLACELAB_WITH_CUDA=OFF \
+	  -DPLACELAB_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+
+fuzz-build: fuzz-configure
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The loaders' and the simulator's tests under ASan + UBSan (GCC, in build-asan/). Not in the fuzzing
+# build: Clang rejects some of apps/' C++ that GCC takes (std::find of a json among strings).
+sanitize: deps
+	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLACELAB_SANITIZERS="address;undefined" \
+	  -DPLACELAB_WITH_CUDA=OFF -DPLACELAB_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target $(notdir $(SANITIZE_TESTS))
+	@for t in $(SANITIZE_TESTS); do \
+	  echo "== $$t"; \
+	  $(SANITIZE_DIR)/tests/$$t --gtest_brief=1 --gtest_filter='$(SANITIZE_FILTER)' || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR) $(SANITIZE_DIR)

@@ -6,6 +6,6 @@ target_compile_options(placelab_warnings INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${PLACELAB_WERROR}>>:-Werror>)
 # gcc's sanitizer instrumentation makes -Wmaybe-uninitialized fire inside Boost.Graph headers
 # (false positives the uninstrumented build does not show); keep it off only there.
-if(PLACELAB_SANITIZERS)
+if(PLACELAB_SANITIZERS AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(placelab_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>)
 endif()

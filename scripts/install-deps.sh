@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-onnx
   pybind11-dev python3-dev python3-numpy python3-pytest
+  clang-16 libclang-rt-16-dev  # make fuzz / make sanitize: libFuzzer, ASan, UBSan (Clang >= 16)
 )
 
 missing=()

@@ -326,11 +326,19 @@ class Reader {
     throw InputError(where + ": " + field + ": " + rule);
   }
 
+  // The text of a mapping key. A list, a map or nothing as a key (`? [a, b]: 1`) is an InputError
+  // here, not yaml-cpp's bad conversion.
+  std::string key(const YAML::Node& key, const std::string& field) const {
+    if (!key.IsScalar())
+      fail_at(key.Mark(), field.empty() ? "(top level)" : field, "keys must be plain names, not a list, map or null");
+    return key.Scalar();
+  }
+
   // Rejects keys other than `allowed` (typos would otherwise be silently ignored).
   void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<std::string_view> allowed) const {
     if (!map.IsMap()) fail(map, field, "must be a mapping");
     for (const auto& kv : map) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = this->key(kv.first, field);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
@@ -434,7 +442,7 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
   if (YAML::Node kernels = node["kernels"]) {
     if (!kernels.IsMap()) r.fail(kernels, field + ".kernels", "must be a mapping of kernel signature to seconds");
     for (const auto& kv : kernels) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = r.key(kv.first, field + ".kernels");
       std::string f = field + ".kernels[\"" + key + "\"]";
       auto sig = parse_kernel_signature(key);
       if (!sig) r.fail_at(kv.first.Mark(), f, "not a kernel signature (e.g. gemm{m=64,n=64,k=64,batch=1})");
@@ -445,7 +453,7 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
   if (YAML::Node fits = node["fits"]) {
     if (!fits.IsMap()) r.fail(fits, field + ".fits", "must be a mapping of kernel class to fit");
     for (const auto& kv : fits) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = r.key(kv.first, field + ".fits");
       auto cls = kernel_class_from_name(key);
       if (!cls || *cls == KernelClass::kNoop)
         r.fail_at(kv.first.Mark(), field + ".fits." + key, "not a kernel class (gemm, conv2d, elementwise, …)");
@@ -455,7 +463,7 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
   if (YAML::Node families = node["family_fits"]) {
     if (!families.IsMap()) r.fail(families, field + ".family_fits", "must be a mapping of shape family to fit");
     for (const auto& kv : families) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = r.key(kv.first, field + ".family_fits");
       // A family is what kernel_family writes: a key it never produces would never be looked up.
       const std::string f = field + ".family_fits[\"" + key + "\"]";
       static const std::regex kFamily(

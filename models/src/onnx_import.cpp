@@ -8,14 +8,17 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 
 namespace placelab::models {
 namespace {
@@ -236,7 +239,33 @@ class Importer {
     }
   }
 
+  // ONNX lets a convolution leave out kernel_shape ("inferred from W"), but ONNX 1.12's shape
+  // inference then reads W's type without checking it is known and dereferences null (a SIGSEGV
+  // when W has no type). The importer needs W as an initializer anyway: kernel_shape is filled in
+  // from its dimensions before inference runs.
+  void complete_kernel_shapes() {
+    static const std::map<std::string, int, std::less<>> kWeightInput = {
+        {"Conv", 1}, {"ConvInteger", 1}, {"ConvTranspose", 1}, {"QLinearConv", 3}};
+    for (auto& n : *model_.mutable_graph()->mutable_node()) {
+      const auto op = kWeightInput.find(n.op_type());
+      if (op == kWeightInput.end() || find_attr(n, "kernel_shape")) continue;
+      const int w = op->second;
+      const onnx::TensorProto* weights = nullptr;
+      if (n.input_size() > w)
+        for (const auto& t : model_.graph().initializer())
+          if (t.name() == n.input(w)) weights = &t;
+      if (!weights || weights->dims_size() < 3)
+        fail(n, "no kernel_shape, and input " + std::to_string(w) +
+                    " (the weights) is no initializer of rank >= 3 to take it from");
+      onnx::AttributeProto* a = n.add_attribute();
+      a->set_name("kernel_shape");
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int d = 2; d < weights->dims_size(); ++d) a->add_ints(weights->dims(d));
+    }
+  }
+
   void infer_shapes() {
+    complete_kernel_shapes();
     check_window_attributes();
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.
@@ -250,12 +279,26 @@ class Importer {
     }
   }
 
+  // A shape from the file or from inference: no negative dimension and at most 2^40 elements
+  // (4 TiB of floats), so that the element, byte and FLOP counts made of it fit int64.
+  void check_shape(const std::string& name, const Shape& shape) const {
+    constexpr int64_t kMaxElements = int64_t{1} << 40;
+    int64_t elements = 1;
+    for (int64_t d : shape) {
+      if (d < 0) fail("tensor '" + name + "' is " + shape_text(shape) + ": a negative dimension");
+      if (d > 0 && elements > kMaxElements / d)
+        fail("tensor '" + name + "' is " + shape_text(shape) + ": more than 2^40 elements");
+      elements *= d;
+    }
+  }
+
   // Records the static shape and type of every tensor the graph names.
   void collect_tensors() {
     const auto& g = model_.graph();
     for (const auto& t : g.initializer()) {
       TensorInfo& info = tensors_[t.name()];
       info.shape.assign(t.dims().begin(), t.dims().end());
+      check_shape(t.name(), info.shape);
       info.elem_type = t.data_type();
       info.constant = true;
       info.from_initializer = true;
@@ -273,6 +316,7 @@ class Importer {
         if (!d.has_dim_value()) return;  // unknown: left empty, caught where the tensor is used
         s.push_back(d.dim_value());
       }
+      check_shape(v.name(), s);
       info.shape = std::move(s);
       known_shape_.insert(v.name());
     };
@@ -330,6 +374,8 @@ class Importer {
     const std::string& out = g.output(0).name();
     if (!known_shape_.count(out)) fail("graph output '" + out + "' has no static shape");
     const Shape& os = typed_[out].shape;
+    if (num_elements(os) == 0)
+      fail("graph output '" + out + "' is " + shape_text(os) + ": empty, no logits for the loss");
     label_rows_ = os.size() < 2 ? (os.empty() ? 1 : os[0]) : num_elements(os) / os.back();
     shapes.push_back({label_rows_});
     std::vector<Value> values = b_.input_pipeline(shapes);
@@ -1076,18 +1122,24 @@ std::string OnnxImportReport::brief_report() const {
   return s.str();
 }
 
-OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options, OnnxImportReport* report) {
+OpGraph import_onnx_bytes(std::string_view bytes, std::string_view origin, const OnnxImportOptions& options,
+                          OnnxImportReport* report) {
   options.validate();
-  const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(file + ": cannot open the file for reading");
+  const std::string file(origin);
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw InputError(file + ": " + std::to_string(bytes.size()) + " bytes: must be < 2 GiB (protobuf's limit)");
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in))
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw InputError(file + ": not a valid ONNX ModelProto (protobuf parsing failed: garbage or a truncated file)");
   OnnxImportReport local;
   OnnxImportReport& r = report ? *report : local;
   r = {};
   return Importer(file, model, options, r).run();
+}
+
+OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options, OnnxImportReport* report) {
+  options.validate();
+  return import_onnx_bytes(read_text_file(path), path.string(), options, report);
 }
 
 }  // namespace placelab::models

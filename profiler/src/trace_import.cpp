@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -62,6 +63,15 @@ std::optional<double> arg_number(const json& args, std::initializer_list<const c
   return std::nullopt;
 }
 
+// An integer argument (an id, a device, a byte count): arg_number when it lies within ±2^50, else
+// nullopt, as if absent — a trace's 1e96 converted to int64_t would be undefined behaviour, and
+// 2^50 bytes (1 PiB) is already the graph format's limit.
+std::optional<int64_t> arg_integer(const json& args, std::initializer_list<const char*> keys) {
+  const std::optional<double> d = arg_number(args, keys);
+  if (!d || !(std::fabs(*d) <= 1125899906842624.0)) return std::nullopt;
+  return static_cast<int64_t>(*d);
+}
+
 std::string arg_string(const json& args, const char* key) {
   if (!args.is_object()) return {};
   auto it = args.find(key);
@@ -78,7 +88,10 @@ std::string id_text(const json& e, const char* key) {
   return {};
 }
 
+// "" for a time before 1970 or from year 10000 on (a trace's clock, not a date; and converting
+// 1e300 seconds to time_t would be undefined).
 std::string iso_utc(double epoch_s) {
+  if (!(epoch_s >= 0 && epoch_s < 253402300800.0)) return {};
   std::time_t t = static_cast<std::time_t>(epoch_s);
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -606,8 +619,8 @@ KinetoScan scan_kineto(const json& events, Collected& c, std::string_view step_m
       case KinetoCat::kMemset: ++c.memsets; break;
       case KinetoCat::kRuntime:
         if (name == "cudaEventRecord") s.call_marks[id_text(e, "pid") + "/" + id_text(e, "tid")].push_back(ts);
-        if (auto corr = arg_number(args, {"correlation"}))
-          s.launches[static_cast<int64_t>(*corr)] = {id_text(e, "pid") + "/" + id_text(e, "tid"), ts, &args};
+        if (auto corr = arg_integer(args, {"correlation"}))
+          s.launches[*corr] = {id_text(e, "pid") + "/" + id_text(e, "tid"), ts, &args};
         break;
       case KinetoCat::kHostOp:
       case KinetoCat::kAnnotation:
@@ -645,15 +658,15 @@ CopyRec copy_of(const json& e, const Launch* launch) {
   auto kind = memcpy_kind(arg_string(e, "name"));
   if (!kind) kind = memcpy_kind(arg_string(args, "kind"));
   r.kind = kind.value_or("unknown");
-  r.device = static_cast<int64_t>(arg_number(args, {"device"}).value_or(0.0));
+  r.device = arg_integer(args, {"device"}).value_or(0);
   r.dur_s = number_of(e.value("dur", json())).value_or(0.0) * 1e-6;
-  if (auto b = arg_number(args, {"bytes"})) r.bytes = *b;
+  if (auto b = arg_integer(args, {"bytes"})) r.bytes = static_cast<double>(*b);
   else if (launch)
-    if (auto lb = arg_number(*launch->args, {"size", "bytes", "count"})) r.bytes = *lb;
+    if (auto lb = arg_integer(*launch->args, {"size", "bytes", "count"})) r.bytes = static_cast<double>(*lb);
   if (r.kind == "PtoP") {
     // 1.8-era Kineto wrote "fromDevice" / "toDevice" for Memcpy2 activities.
-    if (auto dst = arg_number(args, {"dstDevice", "dst device", "toDevice"})) r.peer = static_cast<int64_t>(*dst);
-    if (auto src = arg_number(args, {"srcDevice", "src device", "fromDevice"})) r.device = static_cast<int64_t>(*src);
+    if (auto dst = arg_integer(args, {"dstDevice", "dst device", "toDevice"})) r.peer = *dst;
+    if (auto src = arg_integer(args, {"srcDevice", "src device", "fromDevice"})) r.device = *src;
   }
   return r;
 }
@@ -685,8 +698,8 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
   std::unordered_map<int64_t, std::pair<const Thread*, int>> by_external;
   for (const auto& [_, t] : s.threads)
     for (int i = 0; i < static_cast<int>(t.events.size()); ++i)
-      if (auto id = arg_number(args_of(*t.events[i].ev), {"External id"}))
-        by_external.emplace(static_cast<int64_t>(*id), std::make_pair(&t, i));
+      if (auto id = arg_integer(args_of(*t.events[i].ev), {"External id"}))
+        by_external.emplace(*id, std::make_pair(&t, i));
 
   std::unordered_map<const json*, int64_t> instance_ids;  // host event → index into c.instances
   auto step_of = [&](double t) {
@@ -700,8 +713,8 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
     const json& e = *g.ev;
     const json& args = args_of(e);
     const Launch* launch = nullptr;
-    if (auto corr = arg_number(args, {"correlation"})) {
-      auto it = s.launches.find(static_cast<int64_t>(*corr));
+    if (auto corr = arg_integer(args, {"correlation"})) {
+      auto it = s.launches.find(*corr);
       if (it != s.launches.end()) launch = &it->second;
     }
     if (!g.kernel) {
@@ -709,7 +722,7 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
       continue;
     }
     KernelRec k;
-    k.device = static_cast<int64_t>(arg_number(args, {"device"}).value_or(0.0));
+    k.device = arg_integer(args, {"device"}).value_or(0);
     k.dur_s = number_of(e.value("dur", json())).value_or(0.0) * 1e-6;
     k.start_us = number_of(e.value("ts", json())).value_or(0.0);
     k.name = arg_string(e, "name");
@@ -726,10 +739,10 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
       }
     }
     if (inner < 0) {
-      std::optional<double> ext = launch ? arg_number(*launch->args, {"external id", "External id"}) : std::nullopt;
-      if (!ext) ext = arg_number(args, {"external id", "External id"});
+      std::optional<int64_t> ext = launch ? arg_integer(*launch->args, {"external id", "External id"}) : std::nullopt;
+      if (!ext) ext = arg_integer(args, {"external id", "External id"});
       if (ext)
-        if (auto it = by_external.find(static_cast<int64_t>(*ext)); it != by_external.end()) {
+        if (auto it = by_external.find(*ext); it != by_external.end()) {
           thread = it->second.first;
           inner = it->second.second;
           if (!launch) {
@@ -785,7 +798,7 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
   c.format = TraceFormat::kTensorFlow;
   std::unordered_map<std::string, TfProcess> procs;
   for (const json& e : events)
-    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "process_name" && e.contains("args"))
+    if (e.is_object() && arg_string(e, "ph") == "M" && arg_string(e, "name") == "process_name" && e.contains("args"))
       procs[id_text(e, "pid")] = classify_tf_process(arg_string(e["args"], "name"));
 
   // Kernel source per GPU: "stream:all" when present (the per-stream rows repeat its events),
@@ -797,7 +810,7 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
   std::set<std::string> pids_with_events;
   std::map<std::string, int64_t> categories;
   for (const json& e : events)
-    if (e.is_object() && e.value("ph", "") == "X") {
+    if (e.is_object() && arg_string(e, "ph") == "X") {
       pids_with_events.insert(id_text(e, "pid"));
       ++categories[arg_string(e, "cat")];
     }
@@ -810,7 +823,7 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
   static const std::regex bytes_re(R"((\d+)\s*bytes)");
   std::unordered_map<std::string, int64_t> instance_ids;
   for (const json& e : events) {
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    if (!e.is_object() || arg_string(e, "ph") != "X") continue;
     auto pit = procs.find(id_text(e, "pid"));
     if (pit == procs.end()) continue;
     const TfProcess& p = pit->second;
@@ -825,12 +838,13 @@ Collected collect_tensorflow(const json& events, const TraceImportOptions& optio
       r.kind = kind.value_or("unknown");
       r.device = p.gpu ? p.device : -1;
       r.dur_s = dur_s;
-      if (auto b = arg_number(args, {"bytes"})) r.bytes = *b;
+      if (auto b = arg_integer(args, {"bytes"})) r.bytes = static_cast<double>(*b);
       else
         for (const std::string& text : {name, arg_string(args, "name"), arg_string(args, "label")}) {
           std::smatch m;
           if (std::regex_search(text, m, bytes_re)) {
-            r.bytes = std::stod(m[1]);
+            // strtod, not stod: 400 digits are HUGE_VAL here, not std::out_of_range.
+            if (const double v = std::strtod(m[1].str().c_str(), nullptr); v <= 1125899906842624.0) r.bytes = v;
             break;
           }
         }
@@ -1484,10 +1498,10 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
     for (const json& e : *events) {
       if (!e.is_object()) continue;
       const std::string cat = arg_string(e, "cat");
-      if (e.value("ph", "") == "X") ++categories[cat];
+      if (arg_string(e, "ph") == "X") ++categories[cat];
       const KinetoCat k = kineto_category(cat);
       if (k != KinetoCat::kIgnored && k != KinetoCat::kUnknown) kineto = true;
-      if (e.value("ph", "") == "M" && e.contains("args") && arg_string(e["args"], "name").find("/device:") != std::string::npos)
+      if (arg_string(e, "ph") == "M" && e.contains("args") && arg_string(e["args"], "name").find("/device:") != std::string::npos)
         tf = true;
       if (e.contains("args") && e["args"].is_object() && e["args"].contains("op")) tf = true;
     }

@@ -593,6 +593,20 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
   }
 }
 
+// Found by fuzz/scenario_yaml_fuzz: a machine or graph path with a component longer than NAME_MAX
+// made std::filesystem::exists in read_scenario's resolve_relative (apps/src/scenario.cpp) throw
+// filesystem_error ("File name too long"): an internal error instead of exit 2.
+TEST_F(Cli, OverlongPathsInAScenarioAreInputErrors) {
+  const std::string overlong(300, 'a');
+  for (const std::string key : {"machine", "graph"}) {
+    std::string f = write("long.yaml", "name: x\n" + std::string(key == "graph" ? "" : "model: resnet50\n") + key + ": " +
+                                           overlong + "/m." + (key == "graph" ? "json" : "yaml") + "\nbaselines: [single_gpu]\n");
+    CliResult r = placelab("check " + f);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+  }
+}
+
 // Every shipped scenario passes `placelab check` (its keys, learners' options, model and machine),
 // but localhost-verify.yaml, whose machine `placelab calibrate` writes; a broken file fails it
 // with its file and line, and the others are still checked.

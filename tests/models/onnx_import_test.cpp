@@ -431,6 +431,26 @@ TEST(OnnxImport, ReadsTheCommittedPythonFixture) {
   EXPECT_EQ(report.producer.rfind("placelab make-onnx-fixtures", 0), 0u) << report.producer;
 }
 
+TEST(OnnxImport, BytesInMemoryImportAsTheFileDoes) {
+  fs::path p = fs::path(PLACELAB_SOURCE_DIR) / "tests/data/onnx/tiny_cnn.onnx";
+  std::ifstream in(p, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  OnnxImportOptions options;
+  options.batch = 2;
+  OnnxImportReport from_file, from_bytes;
+  OpGraph a = import_onnx(p, options, &from_file);
+  OpGraph b = import_onnx_bytes(bytes, "memory.onnx", options, &from_bytes);
+  EXPECT_EQ(a.num_ops(), b.num_ops());
+  EXPECT_EQ(from_bytes.stats.parameters, from_file.stats.parameters);
+  EXPECT_DOUBLE_EQ(from_bytes.stats.forward_flops, from_file.stats.forward_flops);
+  try {
+    import_onnx_bytes("not a model", "memory.onnx");
+    ADD_FAILURE() << "garbage imported";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("memory.onnx: ", 0), 0u) << e.what();
+  }
+}
+
 // --- errors ---------------------------------------------------------------------------------------
 
 fs::path write_bytes(const std::string& file, const std::string& bytes) {
@@ -442,7 +462,7 @@ fs::path write_bytes(const std::string& file, const std::string& bytes) {
 TEST(OnnxImportErrors, MissingFileNamesTheFile) {
   std::string e = import_error("/nonexistent/model.onnx");
   EXPECT_NE(e.find("/nonexistent/model.onnx"), std::string::npos) << e;
-  EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot read"), std::string::npos) << e;
 }
 
 TEST(OnnxImportErrors, GarbageBytesAreNotAModel) {
@@ -594,6 +614,59 @@ TEST(OnnxImportErrors, ZeroStridesAndKernelsAreRejectedBeforeShapeInference) {
   p.model().mutable_graph()->mutable_node(0)->mutable_attribute(1)->set_ints(2, -1);  // pads
   e = import_error(p.save("negative_pad.onnx"), options);
   EXPECT_NE(e.find("node '/conv/Conv' (Conv): pads value -1: must be between 0"), std::string::npos) << e;
+}
+
+// Found by fuzz/onnx_fuzz: a Conv without kernel_shape was a SIGSEGV inside ONNX 1.12's shape
+// inference. kernel_shape may be left out ("inferred from W"): it is taken from the weights.
+TEST(OnnxImport, ConvWithoutKernelShapeTakesItFromTheWeights) {
+  OnnxImportOptions options;
+  options.batch = 2;
+  ModelMaker m = tiny_cnn();
+  auto* conv = m.model().mutable_graph()->mutable_node(0);
+  conv->mutable_attribute()->DeleteSubrange(0, 1);  // kernel_shape
+  ASSERT_EQ(conv->attribute(0).name(), "pads");
+  OnnxImportReport without, with;
+  const OpGraph a = import_onnx(m.save("no_kernel_shape.onnx"), options, &without);
+  const OpGraph b = import_onnx(tiny_cnn().save("kernel_shape.onnx"), options, &with);
+  EXPECT_EQ(a.num_ops(), b.num_ops());
+  EXPECT_EQ(without.stats.parameters, kTinyCnnParams);
+  EXPECT_DOUBLE_EQ(without.stats.forward_flops, tiny_cnn_flops(2));
+
+  // Weights that are no initializer leave nothing to take it from.
+  ModelMaker g = tiny_cnn();
+  g.model().mutable_graph()->mutable_node(0)->mutable_attribute()->DeleteSubrange(0, 1);
+  g.model().mutable_graph()->mutable_node(0)->set_input(1, "x");
+  std::string e = import_error(g.save("no_kernel_shape_no_weights.onnx"), options);
+  EXPECT_NE(e.find("node '/conv/Conv' (Conv): no kernel_shape, and input 1 (the weights) is no initializer"), std::string::npos)
+      << e;
+}
+
+// Found by fuzz/onnx_fuzz: a weight of 8613451774033920 × 2662 … elements overflowed int64 while
+// its elements were counted (undefined behaviour).
+TEST(OnnxImportErrors, TensorsOfMoreThan2To40ElementsAreRejected) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  ModelMaker m = tiny_cnn();
+  m.model().mutable_graph()->mutable_initializer(0)->set_dims(3, int64_t{1} << 40);  // conv.w
+  std::string e = import_error(m.save("huge_weights.onnx"), options);
+  EXPECT_NE(e.find("tensor 'conv.w' is [4,3,3,1099511627776]: more than 2^40 elements"), std::string::npos) << e;
+  ModelMaker n = tiny_cnn();
+  n.model().mutable_graph()->mutable_initializer(1)->set_dims(0, -4);  // conv.b
+  e = import_error(n.save("negative_dims.onnx"), options);
+  EXPECT_NE(e.find("tensor 'conv.b' is [-4]: a negative dimension"), std::string::npos) << e;
+}
+
+// Found by fuzz/onnx_fuzz: an output with a dimension 0 divided by zero counting the loss's rows.
+TEST(OnnxImportErrors, AnEmptyOutputIsRejected) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  ModelMaker m = tiny_cnn();
+  m.model().mutable_graph()->mutable_initializer(6)->set_dims(0, 0);  // fc.w [0, 4]: no classes
+  m.model().mutable_graph()->mutable_initializer(6)->clear_raw_data();
+  m.model().mutable_graph()->mutable_initializer(7)->set_dims(0, 0);  // fc.b [0]
+  m.model().mutable_graph()->mutable_initializer(7)->clear_raw_data();
+  std::string e = import_error(m.save("empty_logits.onnx"), options);
+  EXPECT_NE(e.find("graph output 'logits' is [1,0]: empty, no logits for the loss"), std::string::npos) << e;
 }
 
 TEST(OnnxImportErrors, WeightsOfTheWrongSizeNameTheTensor) {

@@ -194,6 +194,26 @@ TEST(CalibrationYaml, ErrorsNameFileLineFieldAndRule) {
   EXPECT_EQ(error_of("machine: {}\n"), "cal.yaml:1: calibration: missing top-level block");
 }
 
+// Found by fuzz/calibration_yaml_fuzz: a list or map as a key escaped as yaml-cpp's bad conversion.
+TEST(CalibrationYaml, ListsAndMapsAsKeysAreInputErrors) {
+  const std::string device = "calibration:\n  backend: cpu\n  devices:\n    - device: cpu:0\n";
+  EXPECT_EQ(error_of(device + "      kernels:\n        ? [a, b]\n        : 1e-3\n"),
+            "cal.yaml:6: calibration.devices[0].kernels: keys must be plain names, not a list, map or null");
+  EXPECT_EQ(error_of(device + "      fits:\n        ? {a: b}\n        : {}\n"),
+            "cal.yaml:6: calibration.devices[0].fits: keys must be plain names, not a list, map or null");
+  EXPECT_EQ(error_of(device + "      family_fits:\n        ? [1]\n        : {}\n"),
+            "cal.yaml:6: calibration.devices[0].family_fits: keys must be plain names, not a list, map or null");
+  EXPECT_EQ(error_of("calibration:\n  ? [backend]\n  : cpu\n"),
+            "cal.yaml:2: calibration: keys must be plain names, not a list, map or null");
+  // The fuzzer's own input: a map as a top-level key of a calibrated machine file.
+  try {
+    parse_calibrated_machine_yaml("? m\372chi:\n  nalmei", "m.yaml");
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "m.yaml:1: (top level): keys must be plain names, not a list, map or null");
+  }
+}
+
 TEST(CalibratedMachineFile, WritesAtomicallyAndLoadsMachineAndCalibration) {
   Machine m = two_cpus();
   Calibration c = sample_calibration();

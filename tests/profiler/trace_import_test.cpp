@@ -214,6 +214,51 @@ TEST(TraceImport, OutOfRangeNumbersAreInputErrorsOrIgnored) {
   EXPECT_EQ(t.report.steps, 2);
 }
 
+// Found by fuzz/trace_fuzz: "ph" of another type than a string escaped as nlohmann's type_error;
+// a baseTimeNanoseconds of 1e300 was converted to time_t (undefined behaviour).
+TEST(TraceImport, FieldsOfAnotherTypeOrAbsurdTimesAreIgnored) {
+  std::string kineto = kKineto;
+  const std::string events = "\"traceEvents\": [\n";
+  ASSERT_NE(kineto.find(events), std::string::npos);
+  kineto.insert(kineto.find(events) + events.size(),
+                R"({"ph": 5, "cat": "kernel", "name": 7}, {"ph": ["X"], "cat": "cpu_op"}, {"ph": "M", "name": null},)"
+                "\n");
+  kineto.insert(1, R"("baseTimeNanoseconds": 1e300, )");
+  const TraceImport t = import_trace_text(kineto, "odd-types.json");
+  EXPECT_EQ(t.report.kernels, 5);
+  EXPECT_EQ(t.report.steps, 2);
+  EXPECT_EQ(t.calibration.created, "");
+  // The TensorFlow reader's process-name rows, too.
+  EXPECT_THROW(import_trace_text(R"({"traceEvents": [{"ph": "M", "name": 1, "args": {"name": "/device:GPU:0"}}]})", "tf.json"),
+               InputError);
+}
+
+// Found by fuzz/trace_fuzz: a correlation id of 1e96 was converted to int64_t (undefined
+// behaviour). Ids, devices and byte counts beyond ±2^50 are taken as absent.
+TEST(TraceImport, AbsurdIdsDevicesAndSizesAreTakenAsAbsent) {
+  std::string kineto = kKineto;
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"correlation\": 99}", "\"correlation\": 1.13e96}"},
+           {"\"bytes\": 1000}", "\"bytes\": 1e300}"},
+           {"\"size\": \"4000\"}", "\"size\": \"1e30\"}"}}) {
+    ASSERT_NE(kineto.find(from), std::string::npos) << from;
+    kineto.replace(kineto.find(from), from.size(), to);
+  }
+  const TraceImport t = import_trace_text(kineto, "absurd.json");
+  EXPECT_EQ(t.report.kernels, 5);
+  EXPECT_EQ(t.report.unattributed_kernels, 1);  // the orphan, as before
+  ASSERT_EQ(t.report.copies.size(), 2u);
+  for (const TraceCopyKind& k : t.report.copies) EXPECT_EQ(k.bytes, 0) << k.kind;  // sizes unknown
+  // A TensorFlow memcpy label of 400 digits: std::stod threw std::out_of_range there.
+  std::string tf = R"json({"traceEvents": [
+    {"name": "process_name", "ph": "M", "pid": 3, "args": {"name": "/device:GPU:0/memcpy Compute"}},
+    {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "/device:GPU:0/stream:all Compute"}},
+    {"ph": "X", "cat": "Op", "name": "MatMul", "pid": 1, "tid": 0, "ts": 20, "dur": 12, "args": {"name": "fc/MatMul", "op": "MatMul"}},
+    {"ph": "X", "cat": "Op", "name": "MEMCPYHtoD", "pid": 3, "tid": 0, "ts": 5, "dur": 4, "args": {"name": "e", "op": "MEMCPYHtoD", "label": "MEMCPYHtoD DIGITS bytes"}}]})json";
+  tf.replace(tf.find("DIGITS"), 6, std::string(400, '9'));
+  EXPECT_NO_THROW(import_trace_text(tf, "tf-digits.json"));
+}
+
 TEST(TraceImport, OptionsValidateNameTheField) {
   TraceImportOptions o;
   o.host_device = "gpu:9";

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "placelab/graph/op_graph.h"
@@ -79,5 +80,9 @@ struct OnnxImportReport {
 // leaves a tensor shape unknown, or uses an op the importer cannot model.
 OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options = {},
                     OnnxImportReport* report = nullptr);
+// The same for a model already in memory (the serialized ModelProto's bytes); `origin` names it in
+// messages. import_onnx reads the file and calls this.
+OpGraph import_onnx_bytes(std::string_view bytes, std::string_view origin, const OnnxImportOptions& options = {},
+                          OnnxImportReport* report = nullptr);
 
 }  // namespace placelab::models
