@@ -17,19 +17,12 @@ struct PyResult {
   MachinePtr machine;
 };
 
-template <typename T, typename F>
-py::array_t<T> per_device(const SimResult& r, F field) {
-  py::array_t<T> out(static_cast<py::ssize_t>(r.devices.size()));
+// One field of every per-device or per-link record of a result, as a numpy array.
+template <typename T, typename Records, typename F>
+py::array_t<T> column(const Records& records, F field) {
+  py::array_t<T> out(static_cast<py::ssize_t>(records.size()));
   T* data = out.mutable_data();
-  for (std::size_t d = 0; d < r.devices.size(); ++d) data[d] = static_cast<T>(field(r.devices[d]));
-  return out;
-}
-
-template <typename T, typename F>
-py::array_t<T> per_link(const SimResult& r, F field) {
-  py::array_t<T> out(static_cast<py::ssize_t>(r.links.size()));
-  T* data = out.mutable_data();
-  for (std::size_t l = 0; l < r.links.size(); ++l) data[l] = static_cast<T>(field(r.links[l]));
+  for (std::size_t i = 0; i < records.size(); ++i) data[i] = static_cast<T>(field(records[i]));
   return out;
 }
 
@@ -131,31 +124,31 @@ void bind_simulator(py::module_& m) {
       .def_property_readonly("transfers", [](const PyResult& r) { return r.result.transfers; },
                              "Number of cross-device sends.")
       .def_property_readonly(
-          "busy_s", [](const PyResult& r) { return per_device<double>(r.result, [](const DeviceStats& d) { return d.busy_s; }); },
+          "busy_s", [](const PyResult& r) { return column<double>(r.result.devices, [](const DeviceStats& d) { return d.busy_s; }); },
           "Seconds of op work per device (float64 array).")
       .def_property_readonly(
           "peak_memory_bytes",
           [](const PyResult& r) {
-            return per_device<int64_t>(r.result, [](const DeviceStats& d) { return d.peak_memory_bytes; });
+            return column<int64_t>(r.result.devices, [](const DeviceStats& d) { return d.peak_memory_bytes; });
           },
           "Persistent + peak transient bytes per device (int64 array).")
       .def_property_readonly(
           "persistent_bytes",
           [](const PyResult& r) {
-            return per_device<int64_t>(r.result, [](const DeviceStats& d) { return d.persistent_bytes; });
+            return column<int64_t>(r.result.devices, [](const DeviceStats& d) { return d.persistent_bytes; });
           },
           "Persistent bytes (variables, optimizer slots) per device (int64 array).")
       .def_property_readonly(
           "device_ops",
-          [](const PyResult& r) { return per_device<int32_t>(r.result, [](const DeviceStats& d) { return d.num_ops; }); },
+          [](const PyResult& r) { return column<int32_t>(r.result.devices, [](const DeviceStats& d) { return d.num_ops; }); },
           "Ops run per device, after soft placement (int32 array).")
       .def_property_readonly(
           "link_bytes",
-          [](const PyResult& r) { return per_link<int64_t>(r.result, [](const LinkStats& l) { return l.bytes; }); },
+          [](const PyResult& r) { return column<int64_t>(r.result.links, [](const LinkStats& l) { return l.bytes; }); },
           "Bytes carried per link direction (int64 array).")
       .def_property_readonly(
           "link_busy_s",
-          [](const PyResult& r) { return per_link<double>(r.result, [](const LinkStats& l) { return l.busy_s; }); },
+          [](const PyResult& r) { return column<double>(r.result.links, [](const LinkStats& l) { return l.busy_s; }); },
           "Seconds each link direction was held (float64 array).")
       .def("__repr__", [](const PyResult& r) {
         std::string s = "<placelab.Result step_time_s=";
