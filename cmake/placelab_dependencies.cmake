@@ -79,3 +79,19 @@ if(NOT PLACELAB_PYTHON STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "placelab: Python module ${PLACELAB_HAVE_PYTHON}")
+
+# MPI (docs/distributed.md): `mpirun placelab sweep|run|calibrate` when found (AUTO) or required
+# (ON). Without it the CLI builds and says so when started under mpirun. The C API only: the
+# deprecated C++ bindings are skipped.
+set(PLACELAB_HAVE_MPI OFF)
+if(NOT PLACELAB_MPI STREQUAL "OFF")
+  set(MPI_CXX_SKIP_MPICXX ON)
+  find_package(MPI COMPONENTS CXX QUIET)
+  if(MPI_CXX_FOUND)
+    set(PLACELAB_HAVE_MPI ON)
+    find_program(PLACELAB_MPIEXEC NAMES mpirun mpiexec)
+  elseif(PLACELAB_MPI STREQUAL "ON")
+    message(FATAL_ERROR "PLACELAB_MPI=ON but MPI was not found (Debian: libopenmpi-dev openmpi-bin)")
+  endif()
+endif()
+message(STATUS "placelab: MPI support ${PLACELAB_HAVE_MPI}")

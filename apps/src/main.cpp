@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "distributed.h"
 #include "placelab/graph/error.h"
 
 int main(int argc, char** argv) {
@@ -22,21 +23,30 @@ int main(int argc, char** argv) {
   placelab::cli::add_run_commands(app);
   placelab::cli::add_learners_command(app);
   placelab::cli::add_calibrate_commands(app);
+  // Under mpirun, an error one rank met alone must end the whole job (end_mpi_after_error).
+  const auto failed = [](int code) {
+    placelab::cli::end_mpi_after_error(code);
+    return code;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return 2;
+    return failed(2);
   } catch (const placelab::cli::Stopped&) {
+    placelab::cli::finalize_mpi();  // every rank was told to stop
     return placelab::cli::kStoppedExitStatus;
+  } catch (const placelab::cli::QuietExit& e) {
+    return failed(e.code);
   } catch (const placelab::InputError& e) {
     std::cerr << "placelab: error: " << e.what() << "\n";
-    return 2;
+    return failed(2);
   } catch (const std::exception& e) {
     std::cerr << "placelab: internal error: " << e.what() << "\n";
-    return 1;
+    return failed(1);
   }
+  placelab::cli::finalize_mpi();
   return 0;
 }

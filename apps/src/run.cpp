@@ -152,39 +152,70 @@ std::optional<Stats> stats_of(const std::vector<double>& xs) {
 }
 
 // The output folder's lock, held for the whole run: two runs writing one folder would interleave
-// their run files and checkpoints and clear each other's. flock() is released by the kernel when
-// the process ends, however it ends; the file keeps the holder's pid for the second run's message.
+// their run files and checkpoints and clear each other's. A whole run holds `.lock` alone; the
+// one-seed runs of a distributed sweep share it, each holding its seed's `.lock-seed<N>` alone
+// (waiting for it: a rank given up for dead may still be stopping that seed's earlier run).
+// flock() is released by the kernel when the process ends, however it ends; the file keeps the
+// holder's pid for the second run's message.
 class OutputLock {
  public:
-  explicit OutputLock(const fs::path& folder) : path_(folder / ".lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(path_.string() + ": cannot open the run's lock file: " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      char pid[32] = {};
-      const ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
-      ::close(fd_);
-      if (err == EWOULDBLOCK)
-        throw InputError(folder.string() + ": another placelab run" +
-                         (n > 0 ? std::string(" (process ") + std::string(pid, static_cast<std::size_t>(n)) + ")" : std::string()) +
-                         " is writing its results here; wait for it, or give this run another --output");
-      throw InputError(path_.string() + ": cannot lock: " + std::strerror(err));
-    }
-    const std::string me = std::to_string(::getpid());
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
-      // The lock holds without the pid; a second run's message just cannot name the process.
-    }
+  OutputLock(const fs::path& folder, std::optional<uint64_t> only_seed) : folder_(folder) {
+    take(folder / ".lock", only_seed ? LOCK_SH : LOCK_EX, fd_);
+    if (only_seed) take(folder / (".lock-seed" + std::to_string(*only_seed)), LOCK_EX, seed_fd_, /*wait=*/true);
   }
-  ~OutputLock() { ::close(fd_); }
+  ~OutputLock() {
+    if (seed_fd_ >= 0) ::close(seed_fd_);
+    ::close(fd_);
+  }
   OutputLock(const OutputLock&) = delete;
   OutputLock& operator=(const OutputLock&) = delete;
 
  private:
-  fs::path path_;
-  int fd_ = -1;
+  void take(const fs::path& path, int mode, int& fd, bool wait = false) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw InputError(path.string() + ": cannot open the run's lock file: " + std::strerror(errno));
+    if (::flock(fd, mode | (wait ? 0 : LOCK_NB)) != 0) {
+      const int err = errno;
+      char pid[32] = {};
+      const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+      ::close(fd);
+      fd = -1;
+      if (err == EWOULDBLOCK)
+        throw InputError(folder_.string() + ": another placelab run" +
+                         (n > 0 ? std::string(" (process ") + std::string(pid, static_cast<std::size_t>(n)) + ")" : std::string()) +
+                         " is writing its results here; wait for it, or give this run another --output");
+      throw InputError(path.string() + ": cannot lock: " + std::strerror(err));
+    }
+    if (mode == LOCK_SH) return;  // shared: the file names the whole run's holder only
+    const std::string me = std::to_string(::getpid());
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+      // The lock holds without the pid; a second run's message just cannot name the process.
+    }
+  }
+
+  fs::path folder_;
+  int fd_ = -1, seed_fd_ = -1;
 };
 
 }  // namespace
+
+std::unique_ptr<Environment> make_verify_environment(const Scenario& s, const OpGraph& g, const MachineSource& ms) {
+  if (s.verify.backend != "cpu") return nullptr;
+  const Machine& machine = ms.machine;
+  CpuExecutorOptions eo;
+  eo.steps = s.verify.steps;
+  if (ms.calibration) {
+    CalibratedMachine cm{machine, *ms.calibration};
+    eo.device_cores = device_cores(cm);
+  }
+  if (s.verify.in_situ) {
+    if (!ms.calibration || eo.device_cores.empty())
+      throw InputError(s.file.string() + ":" + std::to_string(s.verify.line) + ": verify.in_situ: machine " + s.machine +
+                       " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
+    return std::make_unique<InSituVerifyEnvironment>(g, machine, *ms.calibration, eo, s.verify.rounds);
+  }
+  return std::make_unique<CpuExecutorEnvironment>(g, machine, eo);
+}
 
 RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   std::vector<uint64_t> seeds = s.seeds;
@@ -193,12 +224,14 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     seeds.clear();
     for (int i = 1; i <= *opt.seeds; ++i) seeds.push_back(static_cast<uint64_t>(i));
   }
+  if (opt.only_seed) seeds = {*opt.only_seed};
+  const bool resume = opt.resume || opt.only_seed.has_value();
   const fs::path out = opt.output.empty() ? s.output : opt.output;
   std::error_code made;
   fs::create_directories(out / "runs", made);
   if (made) throw InputError(out.string() + ": cannot create the output folder: " + made.message());
-  const OutputLock lock(out);
-  if (!opt.resume) {
+  const OutputLock lock(out, opt.only_seed);
+  if (!resume) {
     // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
     for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());
     fs::remove(out / "summary.json");
@@ -211,26 +244,12 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   auto ms = load_machine_source(s.machine);
   const Machine& machine = ms->machine;
   const OpGraph& g = src.graph;
-  Simulator sim(g, *ms->cost);
-  SimEnvironment env(sim, 1);  // one thread: the sweep runs scenarios side by side instead
+  Simulator sim(g, *ms->cost);  // one thread below: the sweep runs scenarios side by side instead
 
-  std::unique_ptr<Environment> verify_env;
-  if (s.verify.backend == "cpu") {
-    CpuExecutorOptions eo;
-    eo.steps = s.verify.steps;
-    if (ms->calibration) {
-      CalibratedMachine cm{machine, *ms->calibration};
-      eo.device_cores = device_cores(cm);
-    }
-    if (s.verify.in_situ) {
-      if (!ms->calibration || eo.device_cores.empty())
-        throw InputError(s.file.string() + ":" + std::to_string(s.verify.line) + ": verify.in_situ: machine " + s.machine +
-                         " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
-      verify_env = std::make_unique<InSituVerifyEnvironment>(g, machine, *ms->calibration, eo, s.verify.rounds);
-    } else {
-      verify_env = std::make_unique<CpuExecutorEnvironment>(g, machine, eo);
-    }
-  }
+  std::unique_ptr<Environment> sample_env =
+      opt.sample_environment ? opt.sample_environment(sim) : std::make_unique<SimEnvironment>(sim, 1);
+  std::unique_ptr<Environment> verify_env =
+      opt.verify_environment ? opt.verify_environment() : make_verify_environment(s, g, *ms);
 
   SearchSpace space;
   for (std::size_t d = 0; d < machine.num_devices(); ++d)
@@ -310,7 +329,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
       }
       json r;
       std::optional<json> kept;
-      if (opt.resume && fs::exists(run_file)) {
+      if (resume && fs::exists(run_file)) {
         std::string why;
         kept = kept_run_record(run_file, seed, fingerprint, why);
         if (kept) r = std::move(*kept);
@@ -341,10 +360,10 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
         to.verify_every = verify_env ? s.verify.every : 0;
         to.checkpoint_every = s.checkpoint_every;
         to.checkpoint_path = checkpoint_path;
-        to.resume = opt.resume;
+        to.resume = resume;
         ProgressBar bar(tag, s.samples, opt.progress);
         ProgressObserver obs(bar, opt.stop_after_samples);
-        TrainSummary t = train(*learner, grouping, env, to, verify_env.get(), &obs);
+        TrainSummary t = train(*learner, grouping, *sample_env, to, verify_env.get(), &obs);
         bar.finish(t.samples, t.best_step_time_s);
         if (t.resumed_from > 0 && opt.progress)
           fmt::print(stderr, "{:<22} resumed from its checkpoint at sample {}\n", tag, t.resumed_from);
@@ -417,6 +436,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     }
     results.push_back({{"name", ls.config.name}, {"kind", "learner"}, {"runs", runs}});
   }
+  if (opt.only_seed) return {out, false};  // the seed's records are written; the summary is the last run's
 
   // Aggregates per algorithm over seeds.
   for (json& res : results) {

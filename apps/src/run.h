@@ -4,8 +4,13 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 
+#include "placelab/hwmodels/machine_source.h"
+#include "placelab/sim/environment.h"
+#include "placelab/sim/simulator.h"
 #include "scenario.h"
 
 namespace placelab::cli {
@@ -16,6 +21,16 @@ struct RunOptions {
   std::filesystem::path output;        // --output: instead of the scenario's folder
   bool progress = true;                // progress bar on stderr
   int64_t stop_after_samples = 0;      // testing aid: stop every learner after N samples (0 = never)
+  // One seed's learner runs alone, as a distributed sweep hands them out: its run records are
+  // kept or written (as with --resume), other seeds' files are left alone and no summary is
+  // written (the scenario's last run, with every seed, writes it). Runs of different seeds of one
+  // folder may run at once; a whole run of the folder may not.
+  std::optional<uint64_t> only_seed;
+  // Where the learners' samples and the verifications are evaluated. Unset: here, by a one-thread
+  // SimEnvironment and the scenario's verify backend (make_verify_environment); `placelab run`
+  // under mpirun spreads them over ranks (distributed.h). The simulator outlives what is made.
+  std::function<std::unique_ptr<Environment>(const Simulator&)> sample_environment;
+  std::function<std::unique_ptr<Environment>()> verify_environment;
 };
 
 struct RunOutcome {
@@ -27,6 +42,10 @@ struct RunOutcome {
 // its checkpoints written (a fresh run first removes the folder's old summary.json and per-run
 // files, so a stopped run never leaves an earlier run's summary looking current).
 RunOutcome run_scenario(const Scenario& scenario, const RunOptions& options);
+
+// The scenario's verification on hardware (`verify:`), or null when it has none. Throws InputError
+// (with the scenario's line) when the machine cannot take it.
+std::unique_ptr<Environment> make_verify_environment(const Scenario& s, const OpGraph& g, const MachineSource& ms);
 
 // (Re)renders report.md and the plots of a finished run folder from summary.json and curve.csv.
 void render_report(const std::filesystem::path& run_dir, bool quiet = false);

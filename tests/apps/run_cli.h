@@ -14,9 +14,9 @@ struct CliResult {
   std::string out;  // stdout and stderr together
 };
 
-// Runs `placelab <args>` through the shell (PLACELAB_CLI is the built binary), capturing both streams.
-inline CliResult placelab(const std::string& args) {
-  const std::string cmd = std::string(PLACELAB_CLI) + " " + args + " 2>&1";
+// Runs a shell command line, capturing both streams.
+inline CliResult shell(const std::string& command_line) {
+  const std::string cmd = command_line + " 2>&1";
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -26,5 +26,8 @@ inline CliResult placelab(const std::string& args) {
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return r;
 }
+
+// Runs `placelab <args>` through the shell (PLACELAB_CLI is the built binary), capturing both streams.
+inline CliResult placelab(const std::string& args) { return shell(std::string(PLACELAB_CLI) + " " + args); }
 
 }  // namespace placelab::testing

@@ -1,0 +1,238 @@
+#include "sweep.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "distributed.h"
+#include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
+
+extern char** environ;
+
+namespace placelab::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The variables by which an MPI launcher tells a process it is a rank (OpenMPI, PMIx, Slurm's PMI).
+bool is_launcher_variable(std::string_view var) {
+  return var.starts_with("OMPI_") || var.starts_with("PMIX_") || var.starts_with("PMI_");
+}
+
+}  // namespace
+
+bool under_mpi_launcher() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
+         std::getenv("PMI_RANK") != nullptr;
+}
+
+pid_t spawn_placelab(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<std::string> argv_s = {"/proc/self/exe"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  // Built before fork: the child only calls async-signal-safe functions until exec.
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!is_launcher_variable(*e)) envp.push_back(*e);
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("sweep: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // A killed sweep or rank must not leave runs behind that hold their folders' locks.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(kStoppedExitStatus);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    // Nothing of the parent's but the standard streams: an MPI rank's sockets to its launcher,
+    // held on by a child, keep the job from ending when that rank dies.
+    close_range(3, ~0U, 0);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::vector<uint64_t> sweep_seeds(const Scenario& s, std::optional<int> seeds) {
+  if (!seeds) return s.seeds;
+  std::vector<uint64_t> want;
+  for (int i = 1; i <= *seeds; ++i) want.push_back(static_cast<uint64_t>(i));
+  return want;
+}
+
+bool scenario_finished(const Scenario& s, const std::vector<uint64_t>& seeds) {
+  const fs::path summary = s.output / "summary.json";
+  if (!fs::exists(summary)) return false;
+  std::ifstream in(summary);
+  const json j = json::parse(in, nullptr, false);
+  // Finished with these seeds by this scenario as it is now (an edited one runs again, with
+  // --resume keeping each run whose own fingerprint still matches).
+  return !j.is_discarded() && j.is_object() &&
+         j.value("fingerprint", std::string()) == summary_fingerprint(scenario_fingerprint(s), s, seeds);
+}
+
+ChildEnd child_end(int status) {
+  if (WIFEXITED(status)) {
+    if (WEXITSTATUS(status) == 0) return ChildEnd::kFinished;
+    return WEXITSTATUS(status) == kStoppedExitStatus ? ChildEnd::kStopped : ChildEnd::kFailed;
+  }
+  if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM)) return ChildEnd::kStopped;
+  return ChildEnd::kKilled;
+}
+
+namespace {
+
+std::string cell(const json& res) {
+  if (!res.contains("mean_s")) return res.value("oom", false) ? "OOM" : "n/a";
+  std::string c = fmt::format("{:.4f}", res["mean_s"].get<double>());
+  if (res["runs"].size() > 1) c += fmt::format(" ± {:.4f}", res["std_s"].get<double>());
+  return c;
+}
+
+}  // namespace
+
+void write_sweep_tables(const fs::path& dir, const std::string& name, const std::vector<Scenario>& scenarios) {
+  std::vector<std::string> columns;
+  std::vector<std::pair<std::string, json>> summaries;
+  for (const Scenario& s : scenarios) {
+    std::ifstream in(s.output / "summary.json");
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) continue;
+    for (const json& r : j["results"])
+      if (std::find(columns.begin(), columns.end(), r["name"]) == columns.end()) columns.push_back(r["name"]);
+    summaries.emplace_back(s.name, j);
+  }
+  std::ostringstream md, csv;
+  md << "# Sweep " << name << "\n\nSeconds per step (simulated), mean ± std over seeds.\n\n| scenario | model | machine |";
+  csv << "scenario,model,machine";
+  for (const auto& c : columns) md << " " << c << " |", csv << "," << c << "_mean_s," << c << "_std_s";
+  md << "\n|---|---|---|";
+  for (std::size_t i = 0; i < columns.size(); ++i) md << "---|";
+  md << "\n";
+  csv << "\n";
+  for (const auto& [sname, j] : summaries) {
+    md << "| " << sname << " | `" << j["model"].get<std::string>() << "` | " << j["machine"].get<std::string>() << " |";
+    csv << sname << ",\"" << j["model"].get<std::string>() << "\"," << j["machine"].get<std::string>();
+    for (const auto& c : columns) {
+      const json* res = nullptr;
+      for (const json& r : j["results"])
+        if (r["name"] == c) res = &r;
+      md << " " << (res ? cell(*res) : "") << " |";
+      csv << "," << (res && res->contains("mean_s") ? fmt::format("{:.9g}", (*res)["mean_s"].get<double>()) : "") << ","
+          << (res && res->contains("std_s") ? fmt::format("{:.9g}", (*res)["std_s"].get<double>()) : "");
+    }
+    md << "\n";
+    csv << "\n";
+  }
+  write_file_atomically(dir / "summary.md", md.str());
+  write_file_atomically(dir / "summary.csv", csv.str());
+  std::cout << "\n" << md.str() << "\nwritten: " << (dir / "summary.md").string() << ", " << (dir / "summary.csv").string()
+            << "\n";
+}
+
+namespace {
+
+// Set by SIGINT/SIGTERM in a sweep: start no more scenarios, pass the signal on to the running
+// workers (which stop at their next batch with a checkpoint) and wait for them.
+volatile std::sig_atomic_t g_sweep_stop = 0;
+extern "C" void on_sweep_stop(int) { g_sweep_stop = 1; }
+
+// Without SA_RESTART, so that waitpid returns (EINTR) and the stop reaches the workers at once.
+void catch_stop_signals() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sweep_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace
+
+void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, int jobs, const std::string& name) {
+  if (jobs < 1) throw InputError("--jobs " + std::to_string(jobs) + ": must be >= 1");
+  std::vector<Scenario> scenarios;
+  for (const auto& f : files) scenarios.push_back(read_scenario(f));  // all validated before anything runs
+  const fs::path dir = fs::path("results") / ("sweep-" + name);
+  fs::create_directories(dir / "logs");
+
+  std::size_t next = 0, running = 0, failed = 0, stopped_runs = 0;
+  std::map<pid_t, std::size_t> children;
+  catch_stop_signals();
+  bool forwarded = false;
+  while (next < scenarios.size() || running > 0) {
+    while (!g_sweep_stop && running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
+      const Scenario& s = scenarios[next];
+      if (scenario_finished(s, sweep_seeds(s, seeds))) {
+        fmt::print("{:<40} already finished, skipped\n", s.name);
+        std::fflush(stdout);  // progress lines reach a log or pipe as they happen
+      } else {
+        const fs::path log = dir / "logs" / (s.name + ".log");
+        fmt::print("{:<40} started (log: {})\n", s.name, log.string());
+        std::fflush(stdout);
+        std::vector<std::string> args = {"run", files[next], "--resume", "--quiet"};
+        if (seeds) args.insert(args.end(), {"--seeds", std::to_string(*seeds)});
+        children[spawn_placelab(args, log)] = next;
+        ++running;
+      }
+      ++next;
+    }
+    if (running == 0) break;
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (g_sweep_stop && !forwarded) {
+      // Ctrl-C in a terminal reaches the workers too; `kill` of the sweep alone does not.
+      for (const auto& child : children) kill(child.first, SIGINT);
+      forwarded = true;
+    }
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) break;
+    auto it = children.find(pid);
+    if (it == children.end()) continue;
+    --running;
+    const ChildEnd end = child_end(status);
+    failed += end == ChildEnd::kFailed || end == ChildEnd::kKilled;
+    stopped_runs += end == ChildEnd::kStopped;
+    fmt::print("{:<40} {}\n", scenarios[it->second].name,
+               end == ChildEnd::kFinished  ? "finished"
+               : end == ChildEnd::kStopped ? "stopped (re-run the sweep to resume it)"
+                                           : "FAILED (see its log)");
+    std::fflush(stdout);
+    children.erase(it);
+  }
+
+  write_sweep_tables(dir, name, scenarios);
+  if (failed) throw Error(std::to_string(failed) + " scenario run(s) failed; their logs are in " + (dir / "logs").string());
+  if (g_sweep_stop || stopped_runs) {
+    std::fflush(stdout);  // the table first, then why it is partial
+    fmt::print(stderr, "sweep stopped: {} scenario(s) stopped, {} not started; the same command resumes it\n",
+               stopped_runs, scenarios.size() - next);
+    throw Stopped{};
+  }
+}
+
+}  // namespace placelab::cli
