@@ -79,15 +79,18 @@ std::string Machine::link_direction_name(LinkDirection dir) const {
   return std::string(link_kind_name(l.kind)) + " " + from + "->" + to;
 }
 
-const Route& Machine::route(DeviceId src, DeviceId dst) const {
+Route Machine::route(DeviceId src, DeviceId dst) const {
   PLACELAB_CHECK(routes_.size() == devices.size() * devices.size() && !routes_.empty())
       << "Machine::route needs finalize() after the last change";
   PLACELAB_CHECK(src < devices.size() && dst < devices.size() && src != dst) << src << " -> " << dst;
-  return routes_[static_cast<std::size_t>(src) * devices.size() + dst];
+  const RouteEntry& e = routes_[static_cast<std::size_t>(src) * devices.size() + dst];
+  return Route{std::span<const LinkDirection>(route_hops_).subspan(e.hop_begin, e.hop_end - e.hop_begin), e.latency_s,
+               e.bandwidth_Bps};
 }
 
 void Machine::finalize() {
   routes_.clear();
+  route_hops_.clear();
   if (devices.empty()) throw MachineError("devices", "", "must list at least one device");
   if (devices.size() > std::numeric_limits<DeviceId>::max())
     throw MachineError("devices", std::to_string(devices.size()) + " entries", "too many devices");
@@ -170,7 +173,8 @@ void Machine::finalize() {
   auto dominates = [](const Label& a, const Label& b) {
     return a.latency_s <= b.latency_s && a.hops <= b.hops && a.bandwidth_Bps >= b.bandwidth_Bps;
   };
-  std::vector<Route> routes(nd * nd);
+  std::vector<RouteEntry> routes(nd * nd);
+  std::vector<LinkDirection> route_hops;
   std::vector<Label> labels;
   std::vector<std::vector<std::size_t>> at(num_nodes);  // live labels per node
   for (std::size_t s = 0; s < nd; ++s) {
@@ -224,14 +228,18 @@ void Machine::finalize() {
         throw MachineError("devices[" + std::to_string(t) + "]", devices[t].name,
                            "no route from " + devices[s].name +
                                " (devices never relay traffic: link both to a common switch or to each other)");
-      Route& r = routes[s * nd + t];
+      RouteEntry& r = routes[s * nd + t];
       r.latency_s = labels[best].latency_s;
       r.bandwidth_Bps = labels[best].bandwidth_Bps;
-      for (std::size_t k = best; labels[k].parent != kNone; k = labels[k].parent) r.hops.push_back(labels[k].dir);
-      std::reverse(r.hops.begin(), r.hops.end());
+      r.hop_begin = static_cast<uint32_t>(route_hops.size());
+      for (std::size_t k = best; labels[k].parent != kNone; k = labels[k].parent) route_hops.push_back(labels[k].dir);
+      r.hop_end = static_cast<uint32_t>(route_hops.size());
+      std::reverse(route_hops.begin() + r.hop_begin, route_hops.end());
+      PLACELAB_CHECK(route_hops.size() < std::numeric_limits<uint32_t>::max()) << route_hops.size() << " hops";
     }
   }
   routes_ = std::move(routes);
+  route_hops_ = std::move(route_hops);
 }
 
 }  // namespace placelab
