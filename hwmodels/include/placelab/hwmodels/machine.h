@@ -94,8 +94,11 @@ struct Machine {
   // Validates names, values and connectivity and computes all device-to-device routes. A route
   // minimises the time of a 1 MiB reference transfer, Σ latency + bytes / bottleneck bandwidth
   // (the simulator's transfer model); ties go to fewer hops. Only switches and the source device
-  // forward traffic: a path never passes through another device. Throws MachineError naming the
-  // entry at fault (a value out of range, an unknown link endpoint, a device no route reaches).
+  // forward traffic: a path never passes through another device. On a machine of several nodes
+  // (names `<node>/<local>`, cluster.h), a route between two devices of one node passes only
+  // through that node's switches and never through a NIC (a switch with a `network` link).
+  // Throws MachineError naming the entry at fault (a value out of range, an unknown link
+  // endpoint, a device no route reaches).
   // Must be called after any change and before route().
   void finalize();
 
