@@ -1,5 +1,6 @@
 // Machines of several nodes (cluster.h): names, the NICs and the fabric, routes across and within
-// nodes, composition errors, composed calibrations.
+// nodes, composition errors, composed calibrations, and the cost models' op-time representatives
+// that let the simulator price a cluster's identical devices once.
 #include "placelab/hwmodels/cluster.h"
 
 #include <gtest/gtest.h>
@@ -258,6 +259,8 @@ TEST(Cluster, ComposedCalibrationLoadsAndPricesPrefixedDevices) {
                    3e-6 + 4000 / 4e9);
   EXPECT_DOUBLE_EQ(ms->cost->transfer_time_s(4000, id(ms->machine, "node0/cpu:1"), id(ms->machine, "node1/cpu:0")),
                    30e-6 + 4000 / 1.1e9);
+  // Each calibrated device is priced by its own measurements.
+  EXPECT_EQ(ms->cost->op_time_representative(id(ms->machine, "node1/cpu:1")), id(ms->machine, "node1/cpu:1"));
 }
 
 TEST(Cluster, ComposedCalibrationErrors) {
@@ -266,6 +269,23 @@ TEST(Cluster, ComposedCalibrationErrors) {
   cals[1].name = "n/1";
   EXPECT_THROW(compose_cluster_calibration(cals), Error);
   EXPECT_THROW(compose_cluster_calibration({}), Error);
+}
+
+TEST(OpTimeRepresentative, AnalyticModelGroupsDevicesWithEqualCostFields) {
+  const Machine m = compose_cluster("dgx1x3", nodes_of(load_machine("dgx1"), 3),
+                                    {.bandwidth_Bps = 12.5e9, .latency_s = 1.5e-6, .nics = {{"plx:0"}}});
+  const AnalyticCostModel cost(m);
+  for (DeviceId d = 0; d < m.num_devices(); ++d)
+    EXPECT_EQ(cost.op_time_representative(d), m.devices[d].kind == DeviceKind::kCpu ? 0 : 2) << m.devices[d].name;
+  Machine other = load_machine("dgx1");
+  other.devices[5].launch_overhead_s = 6e-6;  // gpu:3
+  other.devices[7].efficiency.reset();        // gpu:5
+  other.finalize();
+  const AnalyticCostModel cost2(other);
+  EXPECT_EQ(cost2.op_time_representative(4), 2);
+  EXPECT_EQ(cost2.op_time_representative(5), 5);
+  EXPECT_EQ(cost2.op_time_representative(7), 7);
+  EXPECT_EQ(cost2.op_time_representative(9), 2);
 }
 
 }  // namespace
