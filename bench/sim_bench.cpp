@@ -1,9 +1,11 @@
 // Simulator throughput: simulated ops per second on synthetic layered DAGs (average fan-in 2) on a
 // 5-device machine (1 CPU + 4 GPUs behind one PCIe switch) under random placements. Also counts
 // heap allocations per evaluation after the first (a global operator new override), which the
-// learners' inner loop relies on being 0.
+// learners' inner loop relies on being 0. The BM_Cluster* benchmarks scale the machine instead:
+// N DGX-1 nodes on InfiniBand (the dgx1x64-ib100 preset's network) and op-level GNMT.
 //
 //   build/bench/sim_bench --benchmark_filter=BM_Simulate/
+//   build/bench/sim_bench --benchmark_filter=BM_Cluster
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/models/zoo.h"
@@ -248,6 +251,103 @@ void BM_SimulateBatch_Inception(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch.size()));
 }
 BENCHMARK(BM_SimulateBatch_Inception)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Clusters: N × dgx1 on EDR InfiniBand, op-level GNMT ---------------------------------------
+
+// N DGX-1 nodes, four NICs each on the PCIe switches, as the dgx1x*-ib100 presets compose them.
+Machine dgx1_cluster(int nodes) {
+  static const Machine node = load_machine("dgx1");
+  std::vector<ClusterNode> list;
+  for (int i = 0; i < nodes; ++i) list.push_back({"node" + std::to_string(i), node});
+  const NetworkSpec net{.bandwidth_Bps = 10.2e9, .latency_s = 1.29e-6, .nics = {{"plx:0"}, {"plx:1"}, {"plx:2"}, {"plx:3"}}};
+  return compose_cluster("dgx1x" + std::to_string(nodes), list, net);
+}
+
+// Op-level GNMT (the zoo's defaults: 4 layers, batch 256) with `seq` steps: 10,682 ops at 12,
+// 22,057 at 25, 43,932 at 50.
+const OpGraph& gnmt(int seq) {
+  static std::vector<std::pair<int, std::unique_ptr<models::Model>>> cache;
+  for (auto& [s, m] : cache)
+    if (s == seq) return m->graph;
+  cache.emplace_back(seq, std::make_unique<models::Model>(
+                              models::make_model(models::ModelSpec::parse("gnmt:seq=" + std::to_string(seq)))));
+  return cache.back().second->graph;
+}
+
+// Op i on the (i mod G)-th GPU: every GPU of the cluster busy, most tensors crossing nodes.
+Placement spread_over_gpus(const OpGraph& graph, const Machine& m) {
+  std::vector<DeviceId> gpus;
+  for (std::size_t d = 0; d < m.num_devices(); ++d)
+    if (m.devices[d].kind == DeviceKind::kGpu) gpus.push_back(static_cast<DeviceId>(d));
+  Placement p(graph.num_ops());
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = gpus[i % gpus.size()];
+  return p;
+}
+
+// Composing and routing the machine (Machine::finalize: one route per ordered device pair).
+void BM_ClusterLoad(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::size_t devices = 0;
+  for (auto _ : state) {
+    Machine m = dgx1_cluster(nodes);
+    devices = m.num_devices();
+    benchmark::DoNotOptimize(m.route(0, 1).latency_s);
+  }
+  state.counters["devices"] = static_cast<double>(devices);
+}
+BENCHMARK(BM_ClusterLoad)->Arg(1)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+
+// The 64-node preset as the CLI loads it: YAML, the dgx1 node, composition, routes.
+void BM_ClusterLoadPreset(benchmark::State& state) {
+  for (auto _ : state) {
+    Machine m = load_machine("dgx1x64-ib100");
+    benchmark::DoNotOptimize(m.route(0, 1).latency_s);
+  }
+}
+BENCHMARK(BM_ClusterLoadPreset)->Unit(benchmark::kMillisecond);
+
+// Preparing the simulator (op-time tables per cost class, the per-pair route table) for
+// range(0) nodes and GNMT of range(1) steps.
+void BM_ClusterPrepare(benchmark::State& state) {
+  const Machine m = dgx1_cluster(static_cast<int>(state.range(0)));
+  const AnalyticCostModel cost(m);
+  const OpGraph& g = gnmt(static_cast<int>(state.range(1)));
+  for (auto _ : state) {
+    Simulator sim(g, cost);
+    benchmark::DoNotOptimize(sim.num_ops());
+  }
+  state.counters["devices"] = static_cast<double>(m.num_devices());
+  state.counters["ops"] = static_cast<double>(g.num_ops());
+}
+BENCHMARK(BM_ClusterPrepare)
+    ->ArgsProduct({{1, 8, 64}, {12, 25, 50}})
+    ->Unit(benchmark::kMillisecond);
+
+// One simulated step with every GPU of the cluster in use, prepared simulator and warm workspace.
+void BM_SimulateCluster(benchmark::State& state) {
+  const Machine m = dgx1_cluster(static_cast<int>(state.range(0)));
+  const AnalyticCostModel cost(m);
+  const OpGraph& g = gnmt(static_cast<int>(state.range(1)));
+  const Simulator sim(g, cost);
+  const Placement p = spread_over_gpus(g, m);
+  SimWorkspace ws;
+  SimResult result;
+  sim.simulate(p, ws, result);
+  const long before = g_allocations.load();
+  for (auto _ : state) {
+    sim.simulate(p, ws, result);
+    benchmark::DoNotOptimize(result);
+  }
+  const long allocations = g_allocations.load() - before;  // before the counters below allocate
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(g.num_ops()));
+  state.counters["allocs_per_eval"] = static_cast<double>(allocations) / static_cast<double>(state.iterations());
+  state.counters["devices"] = static_cast<double>(m.num_devices());
+  state.counters["transfers"] = static_cast<double>(result.transfers);
+  state.counters["step_ms"] = result.step_time_s * 1e3;
+}
+BENCHMARK(BM_SimulateCluster)
+    ->ArgsProduct({{1, 8, 64}, {12, 25, 50}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace placelab

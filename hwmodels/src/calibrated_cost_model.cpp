@@ -15,6 +15,17 @@ CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibrati
   by_device_.assign(n, nullptr);
   for (const DeviceCalibration& d : calibration.devices)
     if (auto id = machine.find_device(d.device)) by_device_[*id] = &d;
+  // An uncalibrated device is priced by the analytic model: it shares the op times of the first
+  // uncalibrated device of its analytic class.
+  representative_.resize(n);
+  std::vector<DeviceId> first_uncalibrated(n, static_cast<DeviceId>(n));  // by analytic representative
+  for (std::size_t d = 0; d < n; ++d) {
+    representative_[d] = static_cast<DeviceId>(d);
+    if (by_device_[d]) continue;
+    DeviceId& first = first_uncalibrated[analytic_->op_time_representative(static_cast<DeviceId>(d))];
+    if (first == n) first = static_cast<DeviceId>(d);
+    representative_[d] = first;
+  }
   copies_.assign(n * n, nullptr);
   for (const CopyCalibration& c : calibration.copies) {
     auto src = machine.find_device(c.src), dst = machine.find_device(c.dst);
@@ -44,6 +55,11 @@ CostLookup CalibratedCostModel::lookup(const KernelSignature& sig, DeviceId devi
 }
 
 double CalibratedCostModel::op_time_s(const Op& op, DeviceId device) const { return lookup(op, device).time_s; }
+
+DeviceId CalibratedCostModel::op_time_representative(DeviceId device) const {
+  PLACELAB_CHECK(device < representative_.size()) << "device " << device << " of " << representative_.size();
+  return representative_[device];
+}
 
 double CalibratedCostModel::transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const {
   if (src == dst) return 0;

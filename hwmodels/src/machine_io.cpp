@@ -12,6 +12,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/numbers.h"
+#include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "presets.h"
 
@@ -109,11 +110,27 @@ std::string join(std::span<const std::string_view> names) {
   return out;
 }
 
+const detail::PresetText* find_preset(std::string_view name);
+bool looks_like_path(std::string_view name_or_path);
+std::string preset_list();
+
+// The text of a machine file; throws InputError naming it when it cannot be read.
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot open machine file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path.string() + ": cannot read machine file");
+  return text.str();
+}
+
 // Reads one machine document, remembering the line of every entry and field so that errors
-// found later (by Machine::finalize) can point at the line too.
+// found later (by Machine::finalize) can point at the line too. `allow_cluster`: whether the
+// document may be a `cluster:` (false for a cluster's node, so that clusters do not nest).
 class MachineReader {
  public:
-  explicit MachineReader(std::string_view origin) : origin_(origin) {}
+  explicit MachineReader(std::string_view origin, bool allow_cluster = true)
+      : origin_(origin), allow_cluster_(allow_cluster) {}
 
   Machine read(std::string_view text) {
     YAML::Node root;
@@ -133,7 +150,9 @@ class MachineReader {
   }
 
  private:
-  static constexpr std::string_view kRootKeys[] = {"name", "description", "devices", "switches", "links"};
+  static constexpr std::string_view kRootKeys[] = {"name", "description", "devices", "switches", "links", "cluster"};
+  static constexpr std::string_view kClusterKeys[] = {"node", "nodes", "network"};
+  static constexpr std::string_view kNetworkKeys[] = {"bandwidth_Bps", "latency_s", "nics", "attach_bandwidth_Bps"};
   static constexpr std::string_view kDeviceKeys[] = {
       "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s",
       "copy_engine", "efficiency"};
@@ -213,11 +232,24 @@ class MachineReader {
   }
 
   Machine read_root(const YAML::Node& root) {
-    static constexpr std::string_view kRequired[] = {"name", "devices"};
-    check_map(root, "", 1, kRootKeys, kRequired);
+    static constexpr std::string_view kRequiredName[] = {"name"};
+    check_map(root, "", 1, kRootKeys, kRequiredName);
+    const std::string name = read_string(root, "", "name");
+    if (name.empty()) fail(field_line("", "name"), "name", "", "must not be empty");
+    if (root["cluster"]) {
+      if (!allow_cluster_)
+        fail(field_line("", "cluster"), "cluster", "",
+             "a cluster's node must be a single-node machine, not a cluster");
+      for (std::string_view key : {"devices", "switches", "links"})
+        if (root[std::string(key)])
+          fail(field_line("", key), std::string(key), "", "not allowed beside `cluster` (a cluster's devices come from its node)");
+      Machine m = read_cluster(root, name);
+      if (root["description"]) m.description = read_string(root, "", "description");
+      return m;
+    }
+    if (!root["devices"]) fail(lines_.at(""), "devices", "", "missing (required unless the machine is a `cluster`)");
     Machine m;
-    m.name = read_string(root, "", "name");
-    if (m.name.empty()) fail(field_line("", "name"), "name", "", "must not be empty");
+    m.name = name;
     if (root["description"]) m.description = read_string(root, "", "description");
 
     const YAML::Node devices = root["devices"];
@@ -253,6 +285,121 @@ class MachineReader {
       fail_at_field(e);
     }
     return m;
+  }
+
+  // `cluster: {node, nodes, network}`: `nodes` copies of the node machine (a preset or a machine
+  // file, relative to this file's folder), named node0 … node<N-1>, joined by the network
+  // (compose_cluster).
+  Machine read_cluster(const YAML::Node& root, const std::string& name) {
+    static constexpr std::string_view kRequired[] = {"node", "nodes", "network"};
+    const YAML::Node cluster = root["cluster"];
+    check_map(cluster, "cluster", field_line("", "cluster"), kClusterKeys, kRequired);
+    const std::string node = read_string(cluster, "cluster", "node");
+    const int node_line = field_line("cluster", "node");
+    if (node.empty()) fail(node_line, "cluster.node", "", "must not be empty");
+
+    const YAML::Node count = cluster["nodes"];
+    const int count_line = field_line("cluster", "nodes");
+    const std::string count_text = count.IsScalar() ? count.Scalar() : describe_node(count);
+    const std::optional<int> num_nodes = count.IsScalar() ? parse_number<int>(count_text) : std::nullopt;
+    if (!num_nodes || *num_nodes < 1 || static_cast<std::size_t>(*num_nodes) > kMaxClusterNodes)
+      fail(count_line, "cluster.nodes", count_text, "must be an integer in 1.." + std::to_string(kMaxClusterNodes));
+
+    NetworkSpec net = read_network(cluster);
+    const Machine local = read_node_machine(node, node_line);
+    const std::size_t total = static_cast<std::size_t>(*num_nodes) * local.devices.size();
+    if (total > kMaxClusterDevices)
+      fail(count_line, "cluster.nodes", count_text,
+           std::to_string(*num_nodes) + " nodes of " + std::to_string(local.devices.size()) + " devices (" + local.name +
+               ") make " + std::to_string(total) + "; a cluster may hold at most " +
+               std::to_string(kMaxClusterDevices) + " devices");
+    std::vector<ClusterNode> nodes;
+    nodes.reserve(static_cast<std::size_t>(*num_nodes));
+    for (int i = 0; i < *num_nodes; ++i) nodes.push_back({"node" + std::to_string(i), local});
+    try {
+      Machine m = compose_cluster(name, nodes, net);
+      return m;
+    } catch (const MachineError& e) {
+      // network.* fields are this file's cluster.network.*; the rest concern the composed
+      // machine as a whole (the node's names, a route): the node's line.
+      const std::string field = e.field();
+      if (field.rfind("network", 0) == 0) {
+        std::string path = "cluster." + field;
+        while (!lines_.count(path) && path.find_last_of(".[") != std::string::npos) path.resize(path.find_last_of(".["));
+        throw InputError(origin_ + ":" + std::to_string(lines_.count(path) ? lines_.at(path) : node_line) +
+                         ": cluster." + e.what());
+      }
+      if (field == "nodes") throw InputError(origin_ + ":" + std::to_string(count_line) + ": cluster." + e.what());
+      throw InputError(origin_ + ":" + std::to_string(node_line) + ": cluster.node = " + node + ": " + e.what());
+    }
+  }
+
+  NetworkSpec read_network(const YAML::Node& cluster) {
+    static constexpr std::string_view kRequired[] = {"bandwidth_Bps", "latency_s"};
+    const std::string path = "cluster.network";
+    const YAML::Node network = cluster["network"];
+    check_map(network, path, field_line("cluster", "network"), kNetworkKeys, kRequired);
+    NetworkSpec net;
+    net.bandwidth_Bps = read_quantity(network, path, "bandwidth_Bps", Quantity::kBandwidth, false);
+    net.latency_s = read_quantity(network, path, "latency_s", Quantity::kSeconds, true);
+    if (network["attach_bandwidth_Bps"])
+      net.attach_bandwidth_Bps = read_quantity(network, path, "attach_bandwidth_Bps", Quantity::kBandwidth, false);
+    if (const YAML::Node nics = network["nics"]) {
+      const int line = field_line(path, "nics");
+      const std::string rule = "must be a sequence of attach points, each a switch or device name of the node "
+                               "or a sequence of them (one NIC each)";
+      if (!nics.IsSequence() || nics.size() == 0) fail(line, path + ".nics", describe_node(nics), rule);
+      if (nics.size() > kMaxNicsPerNode)
+        fail(line, path + ".nics", std::to_string(nics.size()) + " NICs",
+             "must be at most " + std::to_string(kMaxNicsPerNode) + " per node");
+      for (std::size_t k = 0; k < nics.size(); ++k) {
+        const std::string entry = path + ".nics[" + std::to_string(k) + "]";
+        const YAML::Node nic = nics[k];
+        lines_[entry] = line_of(nic, line);
+        std::vector<std::string> points;
+        if (nic.IsScalar()) {
+          points.push_back(nic.Scalar());
+        } else if (nic.IsSequence() && nic.size() > 0) {
+          for (std::size_t j = 0; j < nic.size(); ++j) {
+            const std::string point = entry + "[" + std::to_string(j) + "]";
+            lines_[point] = line_of(nic[j], lines_[entry]);
+            if (!nic[j].IsScalar()) fail(lines_[point], point, describe_node(nic[j]), "must be a switch or device name");
+            points.push_back(nic[j].Scalar());
+          }
+        } else {
+          fail(lines_[entry], entry, describe_node(nic), rule);
+        }
+        for (const std::string& p : points)
+          if (p.empty()) fail(lines_[entry], entry, "", "attach points must not be empty");
+        net.nics.push_back(std::move(points));
+      }
+    }
+    return net;
+  }
+
+  // The machine a cluster's `node` names: a preset, or a machine file (relative to this file's
+  // folder). Its own errors keep their file and line, after this file's.
+  Machine read_node_machine(const std::string& node, int node_line) const {
+    auto nested_fail = [&](const std::string& message) -> Machine {
+      throw InputError(origin_ + ":" + std::to_string(node_line) + ": cluster.node = " + node + ": " + message);
+    };
+    try {
+      if (!looks_like_path(node))
+        if (const detail::PresetText* p = find_preset(node))
+          return MachineReader("hwmodels/presets/" + std::string(p->name) + ".yaml", false).read(p->yaml);
+      std::filesystem::path path{node};
+      if (path.is_relative()) path = std::filesystem::path(origin_).parent_path() / path;
+      std::error_code ec;
+      if (!looks_like_path(node) && !std::filesystem::is_regular_file(path, ec))
+        return nested_fail("not a preset or a machine file; presets: " + preset_list());
+      // Only a regular file: a file's node must not be able to name /dev/zero or a pipe.
+      if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+        return nested_fail("not a regular file");
+      return MachineReader(path.string(), false).read(read_text(path));
+    } catch (const InputError& e) {
+      if (std::string_view(e.what()).rfind(origin_ + ":", 0) == 0) throw;
+      return nested_fail(e.what());
+    }
   }
 
   // The line of a finalize() error's field: the field itself, else the closest enclosing entry.
@@ -394,6 +541,7 @@ class MachineReader {
   }
 
   std::string origin_;
+  bool allow_cluster_ = true;
   std::map<std::string, int> lines_;  // YAML path ("devices[2].memory_bytes") → 1-based line
 };
 
@@ -413,6 +561,12 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// load_machine's rule: a name ending in .yaml/.yml or containing '/' is a path, never a preset.
+bool looks_like_path(std::string_view name_or_path) {
+  return ends_with(name_or_path, ".yaml") || ends_with(name_or_path, ".yml") ||
+         name_or_path.find('/') != std::string_view::npos;
+}
+
 }  // namespace
 
 Machine parse_machine_yaml(std::string_view text, std::string_view origin) {
@@ -420,24 +574,18 @@ Machine parse_machine_yaml(std::string_view text, std::string_view origin) {
 }
 
 Machine read_machine_yaml(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open machine file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path.string() + ": cannot read machine file");
-  return parse_machine_yaml(text.str(), path.string());
+  return parse_machine_yaml(read_text(path), path.string());
 }
 
 Machine load_machine(std::string_view name_or_path) {
-  const bool looks_like_path = ends_with(name_or_path, ".yaml") || ends_with(name_or_path, ".yml") ||
-                               name_or_path.find('/') != std::string_view::npos;
-  if (!looks_like_path) {
+  const bool path_like = looks_like_path(name_or_path);
+  if (!path_like) {
     if (const detail::PresetText* p = find_preset(name_or_path))
       return parse_machine_yaml(p->yaml, "hwmodels/presets/" + std::string(p->name) + ".yaml");
   }
   std::filesystem::path path{std::string(name_or_path)};
   std::error_code ec;
-  if (looks_like_path || std::filesystem::is_regular_file(path, ec)) return read_machine_yaml(path);
+  if (path_like || std::filesystem::is_regular_file(path, ec)) return read_machine_yaml(path);
   throw InputError("machine = " + std::string(name_or_path) +
                    ": not a preset or a machine file; presets: " + preset_list());
 }

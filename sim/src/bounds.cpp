@@ -16,19 +16,36 @@ StepLowerBound step_lower_bound(const OpGraph& graph, const Simulator& sim, std:
     for (std::size_t d = 0; d < m.devices.size(); ++d) devices.push_back(static_cast<DeviceId>(d));
   for (DeviceId d : devices) PLACELAB_CHECK(d < m.devices.size()) << "device " << d;
 
+  // Devices with one op-time representative have one kind and the same op times, so the ops are
+  // priced on one device of each such class among the allowed (a 64-node cluster: a CPU and a
+  // GPU, not 640 devices). An op that runs where it is placed marks its whole class used; one
+  // that soft placement moves marks the device it moves to.
+  std::vector<DeviceId> classes;                             // one allowed device per class
+  std::vector<uint8_t> class_used(m.devices.size(), 0);      // by representative
+  for (DeviceId d : devices) {
+    const DeviceId rep = sim.op_time_representative(d);
+    if (std::none_of(classes.begin(), classes.end(), [&](DeviceId c) { return sim.op_time_representative(c) == rep; }))
+      classes.push_back(d);
+  }
   StepLowerBound b;
   std::vector<uint8_t> used(m.devices.size(), 0);  // devices that can hold an op
   std::vector<double> fastest(graph.num_ops(), std::numeric_limits<double>::infinity());
   double work = 0;
   for (OpId op = 0; op < graph.num_ops(); ++op) {
-    for (DeviceId d : devices) {
+    for (DeviceId d : classes) {
       const DeviceId runs_on = sim.effective_device(op, d);
-      used[runs_on] = 1;
+      if (runs_on == d) {
+        class_used[sim.op_time_representative(d)] = 1;
+      } else {
+        used[runs_on] = 1;
+      }
       fastest[op] = std::min(fastest[op], sim.op_time_s(op, runs_on));
     }
     work += fastest[op];
     b.persistent_bytes += graph.op(op).persistent_bytes;
   }
+  for (DeviceId d : devices)
+    if (class_used[sim.op_time_representative(d)]) used[d] = 1;
   for (std::size_t d = 0; d < m.devices.size(); ++d)
     if (used[d]) {
       b.slots += std::max(1, m.devices[d].streams);

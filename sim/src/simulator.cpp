@@ -78,7 +78,13 @@ struct FlatGraph {
   std::vector<OutEdge> out;
   std::vector<InEdge> in;
   std::vector<uint32_t> sources;  // ops without in-edges, by id: ready at t = 0
-  std::vector<double> op_time_s;  // op * num_devices + device
+  // Op times per cost class (devices the cost model prices alike, CostModel::
+  // op_time_representative): op * num_cost_classes + cost_class[device]. A cluster of 512
+  // identical GPUs has one class for them, not 512 columns.
+  uint32_t num_cost_classes = 0;
+  std::vector<uint32_t> cost_class;            // per device
+  std::vector<DeviceId> class_representative;  // per class: the device its op times were asked for
+  std::vector<double> op_time_s;
   std::vector<int64_t> persistent_bytes;
   std::vector<uint8_t> cpu_only;
   std::vector<uint8_t> device_is_gpu;
@@ -320,7 +326,8 @@ class Evaluation {
     for (uint32_t op = 0; op < n; ++op) {
       const DeviceId d = g_.effective_device(op, placement[op]);
       const sim_detail::OpInfo& info = g_.ops[op];
-      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, g_.op_time_s[std::size_t{op} * nd_ + d], info.output_bytes};
+      const double duration = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
+      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, duration, info.output_bytes};
       op_dev_[op] = d;
       ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
@@ -819,7 +826,21 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     });
   }
 
-  g.op_time_s.resize(std::size_t{n} * nd);
+  g.cost_class.resize(nd);
+  for (DeviceId d = 0; d < nd; ++d) {
+    const DeviceId rep = cost.op_time_representative(d);
+    PLACELAB_CHECK(rep <= d && machine.devices[rep].kind == machine.devices[d].kind &&
+                   (rep == d || cost.op_time_representative(rep) == rep))
+        << cost.describe() << ": op_time_representative(" << machine.devices[d].name << ") = " << rep;
+    if (rep == d) {
+      g.cost_class[d] = g.num_cost_classes++;
+      g.class_representative.push_back(d);
+    } else {
+      g.cost_class[d] = g.cost_class[rep];
+    }
+  }
+  const uint32_t nc = g.num_cost_classes;
+  g.op_time_s.resize(std::size_t{n} * nc);
   g.persistent_bytes.resize(n);
   g.cpu_only.resize(n);
   int64_t max_send_bytes = 0;
@@ -834,11 +855,12 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     // of graph/transfers.h, which the executors and HEFT follow too.
     g.ops[op].send_bytes = wire_bytes(graph, op);
     max_send_bytes = std::max(max_send_bytes, g.ops[op].send_bytes);
-    for (DeviceId d = 0; d < nd; ++d) {
+    for (uint32_t c = 0; c < nc; ++c) {
+      const DeviceId d = g.class_representative[c];
       const double t = cost.op_time_s(o, d);
       PLACELAB_CHECK(t >= 0 && std::isfinite(t)) << cost.describe() << ": op_time_s(" << o.name << ", "
                                                  << machine.devices[d].name << ") = " << t;
-      g.op_time_s[std::size_t{op} * nd + d] = t;
+      g.op_time_s[std::size_t{op} * nc + c] = t;
     }
   }
 
@@ -912,7 +934,12 @@ DeviceId Simulator::effective_device(OpId op, DeviceId device) const {
 
 double Simulator::op_time_s(OpId op, DeviceId device) const {
   PLACELAB_CHECK(op < prepared_->num_ops && device < prepared_->num_devices) << "op " << op << ", device " << device;
-  return prepared_->op_time_s[std::size_t{op} * prepared_->num_devices + device];
+  return prepared_->op_time_s[std::size_t{op} * prepared_->num_cost_classes + prepared_->cost_class[device]];
+}
+
+DeviceId Simulator::op_time_representative(DeviceId device) const {
+  PLACELAB_CHECK(device < prepared_->num_devices) << "device " << device;
+  return prepared_->class_representative[prepared_->cost_class[device]];
 }
 
 void Simulator::simulate(std::span<const DeviceId> placement, SimWorkspace& workspace, SimResult& result,

@@ -198,6 +198,50 @@ TEST_F(Cli, MachinesShowsRoutesOfOneMachine) {
   EXPECT_NE(r.out.find("gpu:3"), std::string::npos);
 }
 
+// A machine of several nodes prints as a summary: its nodes, one node in detail, the NICs and the
+// network, routes by device kind; --routes lists everything as for one node.
+TEST_F(Cli, MachinesSummarisesAClusterInAFewLines) {
+  CliResult r = placelab("machines dgx1x64-ib100");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("nodes      64 (node0 … node63), 640 devices in all: 128 cpu, 512 gpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nvlink  gpu:0 <-> gpu:3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("network    4 NICs per node, NIC to NIC across nodes 1.3 us"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  nic2   on plx:2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("routes between two nodes, node0 -> node1"), std::string::npos) << r.out;
+  EXPECT_LT(std::count(r.out.begin(), r.out.end(), '\n'), 80) << r.out;
+  r = placelab("machines dgx1x8-ib100 --routes");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("node7/gpu:7 -> node0/cpu:0"), std::string::npos);
+}
+
+// A calibrated machine file whose machine is a cluster of presets: `machines` shows it, `simulate`
+// prices the calibrated node's kernels from the file.
+TEST_F(Cli, CalibratedClusterFileShowsAndSimulates) {
+  const std::string file = write("cluster-calibrated.yaml",
+                                 "machine:\n"
+                                 "  name: k80x2x3\n"
+                                 "  cluster:\n"
+                                 "    node: k80x2\n"
+                                 "    nodes: 3\n"
+                                 "    network: {bandwidth_Bps: 1.2 GB/s, latency_s: 25 us}\n"
+                                 "calibration:\n"
+                                 "  backend: cpu\n"
+                                 "  devices:\n"
+                                 "    - device: node1/cpu:0\n"
+                                 "      kernels: {\"gemm{m=64,n=64,k=64,batch=1}\": 1e-4}\n");
+  CliResult r = placelab("machines " + file);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("nodes      3 (node0, node1, node2)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  nic0   on cpu:0, gpu:0, gpu:1"), std::string::npos) << r.out;
+  r = placelab("simulate --graph " + quickstart_ + " --machine " + file + " --placement round_robin");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("node2/gpu:1"), std::string::npos) << r.out;
+  r = placelab("machines " + write("bad-cluster.yaml", "name: x\ncluster:\n  node: k80x2\n  nodes: 0\n"
+                                                        "  network: {bandwidth_Bps: 1 GB/s, latency_s: 1 us}\n"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("bad-cluster.yaml:4: cluster.nodes = 0: must be an integer in 1..4096"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, UnknownMachineExitsTwoAndListsPresets) {
   CliResult r = placelab("machines k80x99");
   EXPECT_EQ(r.status, 2);

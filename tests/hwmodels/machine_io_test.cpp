@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "placelab/hwmodels/calibration.h"
 
 namespace placelab {
 namespace {
@@ -187,8 +190,10 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(17, "switches: [[rc:0]]"), "t.yaml:17: switches[0] = <a sequence>: must be a name"},
       {"name: toy\ndevices: []\n", "t.yaml:2: devices = <a sequence>: must be a non-empty sequence of devices"},
       {"- a\n- b\n",
-       "t.yaml:1: (document) = <a sequence>: must be a mapping with keys name, description, devices, switches, links"},
-      {"", "t.yaml:1: (document) = <empty>: must be a mapping with keys name, description, devices, switches, links"},
+       "t.yaml:1: (document) = <a sequence>: must be a mapping with keys name, description, devices, switches, links, "
+       "cluster"},
+      {"", "t.yaml:1: (document) = <empty>: must be a mapping with keys name, description, devices, switches, links, "
+           "cluster"},
   };
   for (const Case& c : cases) EXPECT_EQ(load_error(c.text), c.message) << c.text;
 }
@@ -198,7 +203,7 @@ TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
             "t.yaml:5: devices[0].peek_flops: unknown key; allowed keys: name, kind, model, peak_flops, "
             "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine, efficiency");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
-            "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links");
+            "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links, cluster");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),
             "t.yaml:23: links[0].latency: unknown key; allowed keys: a, b, kind, bandwidth_Bps, latency_s, "
             "reverse_bandwidth_Bps, reverse_latency_s");
@@ -207,6 +212,7 @@ TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(without_lines(13, 13)), "t.yaml:10: devices[1].memory_bandwidth_Bps: missing (required)");
   EXPECT_EQ(load_error(without_lines(28, 28)), "t.yaml:24: links[1].latency_s: missing (required)");
   EXPECT_EQ(load_error(without_lines(1, 1)), "t.yaml:1: name: missing (required)");
+  EXPECT_EQ(load_error("name: toy\n"), "t.yaml:1: devices: missing (required unless the machine is a `cluster`)");
 }
 
 TEST(MachineYaml, EfficiencyNamesABuiltInProfileOrSpellsOneOut) {
@@ -299,6 +305,114 @@ TEST(MachineYaml, ReadsFilesAndNamesMissingOnes) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), path.string() + ": cannot open machine file");
   }
+}
+
+// A cluster of toy nodes; line numbers in the comments.
+const char* const kCluster =
+    "name: toys\n"                                   // 1
+    "description: four toys\n"                       // 2
+    "cluster:\n"                                     // 3
+    "  node: toy.yaml\n"                             // 4
+    "  nodes: 4\n"                                   // 5
+    "  network:\n"                                   // 6
+    "    bandwidth_Bps: 12.5 GB/s\n"                 // 7
+    "    latency_s: 1.5 us\n"                        // 8
+    "    nics: [rc:0, [gpu:0, cpu:0]]\n";            // 9
+
+// kCluster with line `n` replaced, parsed as dir/c.yaml beside dir/toy.yaml (kToy); the error.
+class ClusterYaml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("placelab_cluster_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "toy.yaml") << kToy;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string origin() const { return (dir_ / "c.yaml").string(); }
+  std::string text(int n = 0, const std::string& replacement = "") const {
+    std::vector<std::string> lines = lines_of(kCluster);
+    if (n > 0) lines.at(static_cast<std::size_t>(n - 1)) = replacement;
+    return text_of(lines);
+  }
+  // The error for kCluster with line n replaced, the origin written as "c.yaml".
+  std::string error(int n, const std::string& replacement) const {
+    try {
+      parse_machine_yaml(text(n, replacement), origin());
+    } catch (const InputError& e) {
+      std::string message = e.what();
+      for (std::size_t at; (at = message.find(dir_.string() + "/")) != std::string::npos;)
+        message.erase(at, dir_.string().size() + 1);
+      return message;
+    }
+    return "no error";
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ClusterYaml, ComposesTheNodeFileRelativeToTheClusterFile) {
+  const Machine m = parse_machine_yaml(text(), origin());
+  EXPECT_EQ(m.name, "toys");
+  EXPECT_EQ(m.description, "four toys");
+  ASSERT_EQ(m.num_devices(), 8u);
+  EXPECT_EQ(m.devices[6].name, "node3/cpu:0");
+  EXPECT_EQ(m.switches.back(), "fabric");
+  EXPECT_EQ(std::count_if(m.switches.begin(), m.switches.end(), [](const std::string& s) { return s.find("/nic") != std::string::npos; }), 8);
+  const Route r = m.route(*m.find_device("node0/gpu:0"), *m.find_device("node2/gpu:0"));
+  EXPECT_DOUBLE_EQ(r.latency_s, 1.5e-6);
+  EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 12e9);  // the NIC–gpu:0 link: gpu:0's widest PCIe direction
+  // The written form is a plain machine that loads to the same routes.
+  const Machine again = parse_machine_yaml(machine_yaml(m, false), "w.yaml");
+  EXPECT_EQ(again.route(7, 0).latency_s, m.route(7, 0).latency_s);
+  EXPECT_EQ(again.route(7, 0).hops.size(), m.route(7, 0).hops.size());
+  // A preset as the node.
+  EXPECT_EQ(parse_machine_yaml(text(4, "  node: k80x4"), origin()).num_devices(), 20u);
+}
+
+TEST_F(ClusterYaml, ErrorsNameFileLineFieldValueAndRule) {
+  EXPECT_EQ(error(4, "  node: nosuch"),
+            "c.yaml:4: cluster.node = nosuch: not a preset or a machine file; presets: " + [] {
+              std::string list;
+              for (const std::string& p : preset_names()) list += (list.empty() ? "" : ", ") + p;
+              return list;
+            }());
+  EXPECT_EQ(error(4, "  node: gone.yaml"), "c.yaml:4: cluster.node = gone.yaml: gone.yaml: cannot open machine file");
+  EXPECT_EQ(error(4, "  node: /dev/zero"), "c.yaml:4: cluster.node = /dev/zero: not a regular file");
+  EXPECT_EQ(error(5, "  nodes: 0"), "c.yaml:5: cluster.nodes = 0: must be an integer in 1..4096");
+  EXPECT_EQ(error(5, "  nodes: 5000"), "c.yaml:5: cluster.nodes = 5000: must be an integer in 1..4096");
+  EXPECT_EQ(error(5, "  nodes: 2.5"), "c.yaml:5: cluster.nodes = 2.5: must be an integer in 1..4096");
+  EXPECT_EQ(error(5, "  nodes: 4000"),
+            "c.yaml:5: cluster.nodes = 4000: 4000 nodes of 2 devices (toy) make 8000; a cluster may hold at most "
+            "4096 devices");
+  EXPECT_EQ(error(9, "    nics: [rc:0, [gpu:0, plx:9]]"),
+            "c.yaml:9: cluster.network.nics[1][1] = plx:9: not a device or switch of node node0 (machine toy)");
+  EXPECT_EQ(error(9, "    nics:\n      - rc:0\n      - rc:1"),
+            "c.yaml:11: cluster.network.nics[1] = rc:1: not a device or switch of node node0 (machine toy)");
+  EXPECT_EQ(error(9, "    nics: [rc:0, {a: b}]"),
+            "c.yaml:9: cluster.network.nics[1] = <a mapping>: must be a sequence of attach points, each a switch or "
+            "device name of the node or a sequence of them (one NIC each)");
+  EXPECT_EQ(error(9, "    nics: []"),
+            "c.yaml:9: cluster.network.nics = <a sequence>: must be a sequence of attach points, each a switch or "
+            "device name of the node or a sequence of them (one NIC each)");
+  EXPECT_EQ(error(7, "    bandwidth_Bps: 0"), "c.yaml:7: cluster.network.bandwidth_Bps = 0: must be > 0");
+  EXPECT_EQ(error(8, "    latency: 1 us"),
+            "c.yaml:8: cluster.network.latency: unknown key; allowed keys: bandwidth_Bps, latency_s, nics, "
+            "attach_bandwidth_Bps");
+  EXPECT_EQ(error(6, "  net:"), "c.yaml:6: cluster.net: unknown key; allowed keys: node, nodes, network");
+  EXPECT_EQ(error(2, "devices: []"),
+            "c.yaml:2: devices: not allowed beside `cluster` (a cluster's devices come from its node)");
+  // The node file's own errors keep its line, after the cluster's.
+  std::ofstream(dir_ / "toy.yaml") << with_line(7, "    memory_bytes: -4");
+  EXPECT_EQ(error(0, ""), "c.yaml:4: cluster.node = toy.yaml: toy.yaml:7: devices[0].memory_bytes = -4: must be > 0");
+  // Clusters do not nest.
+  std::ofstream(dir_ / "toy.yaml") << text();
+  EXPECT_EQ(error(0, ""),
+            "c.yaml:4: cluster.node = toy.yaml: toy.yaml:4: cluster: a cluster's node must be a single-node "
+            "machine, not a cluster");
+  std::ofstream(dir_ / "c.yaml") << text(4, "  node: c.yaml");
+  EXPECT_EQ(error(4, "  node: c.yaml"),
+            "c.yaml:4: cluster: a cluster's node must be a single-node machine, not a cluster");
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ TEST(MachineRoute, AsymmetricReverseBandwidthAndLatency) {
   EXPECT_DOUBLE_EQ(m.route(0, 1).latency_s, 5e-6);
   EXPECT_DOUBLE_EQ(m.route(1, 0).bandwidth_Bps, 8e9);
   EXPECT_DOUBLE_EQ(m.route(1, 0).latency_s, 7e-6);
-  EXPECT_EQ(m.link_direction_name(m.route(1, 0).hops.at(0)), "pcie gpu:0->cpu:0");
+  EXPECT_EQ(m.link_direction_name(m.route(1, 0).hops[0]), "pcie gpu:0->cpu:0");
 }
 
 TEST(MachineRoute, BottleneckNotPerHopSumDecides) {

@@ -15,7 +15,8 @@
 namespace placelab {
 namespace {
 
-const std::vector<std::string> kExpectedPresets = {"dgx1", "h100x8", "k80x2", "k80x4", "k80x8", "p100x4"};
+const std::vector<std::string> kExpectedPresets = {"dgx1",   "dgx1x64-ib100", "dgx1x8-ib100", "h100x8",
+                                                   "h100x8x32-ndr400", "k80x2", "k80x4", "k80x8", "p100x4"};
 
 std::vector<std::string> hop_names(const Machine& m, DeviceId src, DeviceId dst) {
   std::vector<std::string> names;
@@ -59,11 +60,13 @@ TEST_P(EveryPreset, LoadsAndRoutesEveryPairThroughSwitchesOnly) {
   }
 }
 
-// Every line that sets a number (a device's or link's quantity) ends with a "# source" comment.
+// Every line that sets a number (a device's or link's quantity, a cluster's node count or
+// network) ends with a "# source" comment.
 TEST_P(EveryPreset, EveryNumberHasASourceComment) {
-  std::istringstream in{std::string(preset_yaml(GetParam()))};
+  const std::string text(preset_yaml(GetParam()));
+  std::istringstream in{text};
   const std::regex number_field(
-      R"(^\s*(peak_flops|memory_bandwidth_Bps|memory_bytes|streams|launch_overhead_s|bandwidth_Bps|latency_s|reverse_bandwidth_Bps|reverse_latency_s):)");
+      R"(^\s*(peak_flops|memory_bandwidth_Bps|memory_bytes|streams|launch_overhead_s|bandwidth_Bps|latency_s|reverse_bandwidth_Bps|reverse_latency_s|attach_bandwidth_Bps|node|nodes|nics):)");
   int numbers = 0;
   for (std::string line; std::getline(in, line);) {
     if (!std::regex_search(line, number_field)) continue;
@@ -72,11 +75,52 @@ TEST_P(EveryPreset, EveryNumberHasASourceComment) {
     ASSERT_NE(hash, std::string::npos) << GetParam() << ": " << line;
     EXPECT_GT(line.size(), hash + 8) << GetParam() << ": comment too short: " << line;
   }
-  EXPECT_GT(numbers, 10);
+  // A cluster preset sets its node, node count and network; a node preset every device and link.
+  EXPECT_GT(numbers, text.find("\ncluster:") != std::string::npos ? 4 : 10);
 }
 
+// The cluster presets: node counts, NICs per node, and a cross-node route through the fabric
+// that pays the network's measured latency once.
+TEST(Presets, ClustersComposeTheirNodePresets) {
+  struct Case {
+    std::string name, node;
+    std::size_t nodes, nics_per_node;
+    std::string src, dst;
+    double network_latency_s;
+  };
+  for (const Case& c : {Case{"dgx1x8-ib100", "dgx1", 8, 4, "node0/gpu:1", "node7/gpu:6", 1.29e-6},
+                        Case{"dgx1x64-ib100", "dgx1", 64, 4, "node63/gpu:0", "node1/gpu:3", 1.29e-6},
+                        Case{"h100x8x32-ndr400", "h100x8", 32, 8, "node5/gpu:2", "node9/gpu:7", 1.29e-6}}) {
+    const Machine m = load_machine(c.name);
+    const Machine node = load_machine(c.node);
+    EXPECT_EQ(m.num_devices(), c.nodes * node.num_devices()) << c.name;
+    EXPECT_EQ(m.switches.size(), c.nodes * (node.switches.size() + c.nics_per_node) + 1) << c.name;
+    // Within a node, the node preset's own route; across nodes, once through the fabric.
+    const Route inside = m.route(*m.find_device("node3/gpu:1"), *m.find_device("node3/gpu:6"));
+    const Route local = node.route(*node.find_device("gpu:1"), *node.find_device("gpu:6"));
+    EXPECT_EQ(inside.latency_s, local.latency_s) << c.name;
+    EXPECT_EQ(inside.hops.size(), local.hops.size()) << c.name;
+    const Route across = m.route(*m.find_device(c.src), *m.find_device(c.dst));
+    int network_hops = 0;
+    for (LinkDirection d : across.hops) network_hops += m.links[d / 2].kind == LinkKind::kNetwork;
+    EXPECT_EQ(network_hops, 2) << c.name;
+    EXPECT_GE(across.latency_s, c.network_latency_s) << c.name;
+  }
+  // H100: each GPU sends through its own NIC, straight to the peer GPU's: the network's latency.
+  const Machine h = load_machine("h100x8x32-ndr400");
+  const Route r = h.route(*h.find_device("node0/gpu:3"), *h.find_device("node1/gpu:6"));
+  EXPECT_EQ(r.hops.size(), 4u);
+  EXPECT_DOUBLE_EQ(r.latency_s, 1.29e-6);
+  EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 50e9);
+}
+
+// Test names allow letters, digits and '_' only: "dgx1x8-ib100" runs as dgx1x8_ib100.
 INSTANTIATE_TEST_SUITE_P(Presets, EveryPreset, ::testing::ValuesIn(kExpectedPresets),
-                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Presets, K80DeviceCountsAndBoards) {
   EXPECT_EQ(load_machine("k80x2").num_devices(), 3u);
@@ -176,14 +220,16 @@ TEST(Presets, UnknownNamesListThePresets) {
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "machine = k80x16: not a preset or a machine file; presets: dgx1, h100x8, k80x2, k80x4, k80x8, p100x4");
+              "machine = k80x16: not a preset or a machine file; presets: dgx1, dgx1x64-ib100, dgx1x8-ib100, h100x8, "
+              "h100x8x32-ndr400, k80x2, k80x4, k80x8, p100x4");
   }
   try {
     preset_yaml("tpu");
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "preset = tpu: unknown machine preset; presets: dgx1, h100x8, k80x2, k80x4, k80x8, p100x4");
+              "preset = tpu: unknown machine preset; presets: dgx1, dgx1x64-ib100, dgx1x8-ib100, h100x8, "
+              "h100x8x32-ndr400, k80x2, k80x4, k80x8, p100x4");
   }
   // A path that does not exist is reported as a file, not as an unknown preset.
   EXPECT_THROW(

@@ -205,9 +205,12 @@ class CalibratedCostModel : public CostModel {
   // The time and which source gave it.
   CostLookup lookup(const Op& op, DeviceId device) const override;
   CostLookup lookup(const KernelSignature& sig, DeviceId device) const;
+  // A calibrated device is its own; uncalibrated devices share the analytic model's classes.
+  DeviceId op_time_representative(DeviceId device) const override;
 
  private:
   const Calibration* calibration_;
+  std::vector<DeviceId> representative_;             // per device
   std::unique_ptr<AnalyticCostModel> analytic_;
   std::vector<const DeviceCalibration*> by_device_;  // indexed by DeviceId; null = uncalibrated
   std::vector<const CopyFit*> copies_;               // num_devices² row-major by src; null = route

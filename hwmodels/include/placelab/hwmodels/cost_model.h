@@ -44,6 +44,12 @@ class CostModel {
   virtual double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const;
   // A short description for reports ("analytic roofline", "calibrated: host.yaml").
   virtual std::string describe() const = 0;
+  // The device whose op costs `device` shares: a device id ≤ `device`, of the same kind, for which
+  // op_time_s and lookup answer exactly as for `device` for every op; all devices of one such
+  // class name the same representative. The simulator prices each op once per representative, so
+  // a machine of 512 identical GPUs costs what one GPU does to prepare. The default promises
+  // nothing: every device is its own.
+  virtual DeviceId op_time_representative(DeviceId device) const { return device; }
 
   const Machine& machine() const { return *machine_; }
 
@@ -84,10 +90,14 @@ class AnalyticCostModel : public CostModel {
   // Requires device < machine().num_devices().
   double op_time_s(const Op& op, DeviceId device) const override;
   std::string describe() const override { return "analytic roofline"; }
+  // Devices with equal kind, peak_flops, memory_bandwidth_Bps, launch_overhead_s and efficiency
+  // profile: the only fields op_time_s reads.
+  DeviceId op_time_representative(DeviceId device) const override;
   const Options& options() const { return options_; }
 
  private:
   Options options_;
+  std::vector<DeviceId> representative_;  // per device
 };
 
 // Per op type, how many ops (and how many seconds of one step) each cost source priced: the

@@ -25,6 +25,7 @@ struct EfficiencyCurve {
   double compute_half_flops = 0;    // >= 0, FLOPs at which the kernel reaches compute_max / 2
   double memory_max = 1.0;          // (0, 1]: of Device::memory_bandwidth_Bps, for large kernels
   double memory_half_bytes = 0;     // >= 0, bytes at which the kernel reaches memory_max / 2
+  bool operator==(const EfficiencyCurve&) const = default;
 };
 
 // One device type's curves, one per kernel class (indexed by static_cast<int>(KernelClass)).
@@ -40,6 +41,7 @@ struct EfficiencyProfile {
   // nullopt = launch_overhead_s, as for every other op.
   std::optional<double> host_op_s;
 
+  bool operator==(const EfficiencyProfile&) const = default;
   const EfficiencyCurve& curve(KernelClass cls) const { return classes[static_cast<std::size_t>(cls)]; }
   EfficiencyCurve& curve(KernelClass cls) { return classes[static_cast<std::size_t>(cls)]; }
 };
