@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "distributed.h"
 #include "format.h"
 #include "inputs.h"
 #include "placelab/learners/registry.h"
@@ -156,6 +157,7 @@ nlohmann::json hold_out_json(const HoldOutReport& h) {
 // scenarios use (hwmodels/calibrated/, created if missing). A trace describes another machine, so
 // it has no default.
 std::string default_out(const std::string& backend) {
+  if ((backend == "cpu" || backend == "cupti") && under_mpi_launcher()) return "hwmodels/calibrated/cluster.yaml";
   if (backend == "cpu") return "hwmodels/calibrated/localhost.yaml";
   if (backend == "cupti") {
     std::array<char, 256> host{};
@@ -163,6 +165,55 @@ std::string default_out(const std::string& backend) {
     return "hwmodels/calibrated/" + std::string(host.data()) + ".yaml";
   }
   return {};
+}
+
+// Measures this machine with the cpu or cupti backend: its devices and their costs, with the
+// progress on standard error and a one-line result on standard output.
+CalibratedMachine calibrate_this_node(const CalibrateArgs& a) {
+  if (a.backend == "cupti") {
+#if PLACELAB_HAVE_CUDA
+    GpuCalibrationOptions o;
+    o.sweep = !a.no_sweep;
+    o.sweep_scale = a.sweep_scale;
+    o.signatures = requested_signatures(requested_graphs(a));
+    CalibrationResult r = calibrate_gpu(o);
+    fmt::print("calibrated {} device(s) in {:.1f} s\n", r.machine.num_devices(), r.elapsed_s);
+    return {std::move(r.machine), std::move(r.calibration)};
+#else
+    throw InputError("--backend cupti: this placelab was built without CUDA (configure with the CUDA toolkit present)");
+#endif
+  }
+  CpuCalibrationOptions o;
+  o.cores_per_device = a.cores_per_device;
+  o.max_devices = a.max_devices;
+  o.sweep = !a.no_sweep;
+  o.sweep_scale = a.sweep_scale;
+  const std::vector<GraphSource> sources = requested_graphs(a);
+  o.signatures = requested_signatures(sources);
+  if (a.clock == "thread") o.timing.clock = TimingClock::kThreadCpu;
+  else if (a.clock != "wall") throw InputError("--clock " + a.clock + ": must be wall or thread");
+  const bool tty = isatty(fileno(stderr)) != 0;
+  std::string last_stage;
+  CalibrationResult r = calibrate_cpu(o, [&](const CalibrationProgress& p) {
+    if (tty)
+      fmt::print(stderr, "\r{:<9} {:>5}/{:<5} {:<70.70}", p.stage, p.done, p.total, p.item);
+    else if (p.stage != last_stage || p.done == p.total)
+      fmt::print(stderr, "{:<9} {:>5}/{:<5}\n", p.stage, p.done, p.total);
+    last_stage = p.stage;
+  });
+  if (tty) fmt::print(stderr, "\n");
+  if (a.in_situ_steps >= 2) {
+    for (const GraphSource& src : sources) {
+      fmt::print(stderr, "in situ   {} on each device, {} steps\n", src.label, a.in_situ_steps);
+      InSituReport rep = calibrate_in_situ(src.graph, r, {.steps = a.in_situ_steps, .co_run = !a.in_situ_alone, .fit = o.fit});
+      fmt::print("in situ: {} signature times of {} measured inside executor steps\n", rep.signatures, src.label);
+    }
+  }
+  for (DeviceCalibration& dc : r.calibration.devices)  // last, so it dates from the calibration's end
+    if (!dc.cores.empty()) dc.probe_s = time_drift_probe(dc.cores);
+  fmt::print("calibrated {} CPU device(s) of this machine in {:.1f} s{}\n", r.machine.num_devices(), r.elapsed_s,
+             r.pinned ? "" : " (WARNING: some threads could not be pinned to their cores)");
+  return {std::move(r.machine), std::move(r.calibration)};
 }
 
 void run_calibrate(CalibrateArgs a) {
@@ -173,40 +224,19 @@ void run_calibrate(CalibrateArgs a) {
     fs::create_directories(dir, ec);
     if (ec) throw InputError("--out " + a.out + ": cannot create " + dir.string() + ": " + ec.message());
   }
-  if (a.backend == "cpu") {
-    if (a.in_situ_steps < 0 || a.in_situ_steps == 1)
+  if (a.backend == "cpu" || a.backend == "cupti") {
+    if (a.backend == "cpu" && (a.in_situ_steps < 0 || a.in_situ_steps == 1))
       throw InputError("--in-situ-steps " + std::to_string(a.in_situ_steps) + ": must be 0 (off) or >= 2");
-    CpuCalibrationOptions o;
-    o.cores_per_device = a.cores_per_device;
-    o.max_devices = a.max_devices;
-    o.sweep = !a.no_sweep;
-    o.sweep_scale = a.sweep_scale;
-    const std::vector<GraphSource> sources = requested_graphs(a);
-    o.signatures = requested_signatures(sources);
-    if (a.clock == "thread") o.timing.clock = TimingClock::kThreadCpu;
-    else if (a.clock != "wall") throw InputError("--clock " + a.clock + ": must be wall or thread");
-    const bool tty = isatty(fileno(stderr)) != 0;
-    std::string last_stage;
-    CalibrationResult r = calibrate_cpu(o, [&](const CalibrationProgress& p) {
-      if (tty)
-        fmt::print(stderr, "\r{:<9} {:>5}/{:<5} {:<70.70}", p.stage, p.done, p.total, p.item);
-      else if (p.stage != last_stage || p.done == p.total)
-        fmt::print(stderr, "{:<9} {:>5}/{:<5}\n", p.stage, p.done, p.total);
-      last_stage = p.stage;
-    });
-    if (tty) fmt::print(stderr, "\n");
-    if (a.in_situ_steps >= 2) {
-      for (const GraphSource& src : sources) {
-        fmt::print(stderr, "in situ   {} on each device, {} steps\n", src.label, a.in_situ_steps);
-        InSituReport rep = calibrate_in_situ(src.graph, r, {.steps = a.in_situ_steps, .co_run = !a.in_situ_alone, .fit = o.fit});
-        fmt::print("in situ: {} signature times of {} measured inside executor steps\n", rep.signatures, src.label);
-      }
+    if (under_mpi_launcher() && mpi_world().size > 1) {
+      // One rank per node: each measures its own, rank 0 adds the network and writes the file.
+      const std::optional<CalibratedMachine> cluster = calibrate_cluster([&] { return calibrate_this_node(a); }, a.out);
+      if (!cluster) return;
+      print_calibration(cluster->machine, cluster->calibration);
+      fmt::print("\nwritten: {} — use it as --machine {}; `placelab machines {}` shows its nodes\n", a.out, a.out, a.out);
+      return;
     }
-    for (DeviceCalibration& dc : r.calibration.devices)  // last, so it dates from the calibration's end
-      if (!dc.cores.empty()) dc.probe_s = time_drift_probe(dc.cores);
+    const CalibratedMachine r = calibrate_this_node(a);
     write_calibrated_machine(a.out, r.machine, r.calibration);
-    fmt::print("calibrated {} CPU device(s) of this machine in {:.1f} s{}\n", r.machine.num_devices(), r.elapsed_s,
-               r.pinned ? "" : " (WARNING: some threads could not be pinned to their cores)");
     print_calibration(r.machine, r.calibration);
     fmt::print("\nwritten: {} — use it as --machine {}\n", a.out, a.out);
     return;
@@ -254,22 +284,6 @@ void run_calibrate(CalibrateArgs a) {
     print_hold_out(held);
     fmt::print("\nwritten: {}\n", a.out);
     return;
-  }
-  if (a.backend == "cupti") {
-#if PLACELAB_HAVE_CUDA
-    GpuCalibrationOptions o;
-    o.sweep = !a.no_sweep;
-    o.sweep_scale = a.sweep_scale;
-    o.signatures = requested_signatures(requested_graphs(a));
-    CalibrationResult r = calibrate_gpu(o);
-    write_calibrated_machine(a.out, r.machine, r.calibration);
-    fmt::print("calibrated {} device(s) in {:.1f} s\n", r.machine.num_devices(), r.elapsed_s);
-    print_calibration(r.machine, r.calibration);
-    fmt::print("\nwritten: {}\n", a.out);
-    return;
-#else
-    throw InputError("--backend cupti: this placelab was built without CUDA (configure with the CUDA toolkit present)");
-#endif
   }
   throw InputError("--backend " + a.backend + ": must be cpu, cupti or trace");
 }
@@ -562,6 +576,7 @@ void add_calibrate_commands(CLI::App& app) {
       "  placelab calibrate --backend cpu --model cifar10_cnn:batch=8 --out localhost.yaml\n"
       "  placelab calibrate --backend cupti --out hwmodels/calibrated/$(hostname).yaml   # on a GPU node\n"
       "  placelab calibrate --backend trace --trace run.pt.trace.json --machine dgx1 --out my-gpu.yaml\n"
+      "  mpirun -n 4 --map-by ppr:1:node placelab calibrate --backend cupti --out cluster.yaml   # 4 nodes + network\n"
       "How to calibrate and what the numbers mean: docs/calibration.md");
   cal->callback([ca] { run_calibrate(*ca); });
 

@@ -23,6 +23,8 @@
 #include "commands.h"
 #include "inputs.h"
 #include "placelab/graph/error.h"
+#include "placelab/hwmodels/cluster.h"
+#include "placelab/hwmodels/machine_io.h"
 #include "placelab/sim/sim_environment.h"
 #include "sweep.h"
 
@@ -133,6 +135,7 @@ struct Unit {
   std::optional<uint64_t> seed;  // nullopt: the summary run
   int attempts = 0;
   int rank = -1;  // where it runs now; -1 when queued or done
+  double started_s = 0;  // when it was handed out (rank 0's clock)
 };
 
 // The runs a rank has going as child processes.
@@ -319,9 +322,9 @@ class SweepRoot {
     const std::string where = fmt::format("rank {}", rank);
     switch (end) {
       case ChildEnd::kFinished:
-        say(fmt::format("{:<48} finished on {}", label(u), where));
-        if (u.seed && --remaining_[u.scenario] == 0 && !failed_[u.scenario]) {
-          units_.push_back({u.scenario, std::nullopt, 0, -1});
+        say(fmt::format("{:<48} finished on {} in {:.1f} s", label(u), where, now_s() - u.started_s));
+        if (const std::size_t sc = u.scenario; u.seed && --remaining_[sc] == 0 && !failed_[sc]) {
+          units_.push_back({sc, std::nullopt});  // u dangles from here
           queue_.push_front(units_.size() - 1);  // the summary run first: it frees the scenario
         }
         break;
@@ -379,6 +382,7 @@ class SweepRoot {
       queue_.pop_front();
       Unit& u = units_[id];
       u.rank = rank;
+      u.started_s = now_s();
       ++in_flight_;
       RankState& rs = ranks_[static_cast<std::size_t>(rank)];
       ++rs.running;
@@ -438,7 +442,7 @@ void run_sweep_distributed(const DistributedSweep& sweep) {
     const bool finished = w.rank == 0 && scenario_finished(scenarios[i], seeds);
     if (finished) fmt::print("{:<48} already finished, skipped\n", scenarios[i].name);
     for (uint64_t seed : seeds) {
-      units.push_back({i, seed, 0, -1});
+      units.push_back({i, seed});
       if (!finished) queued.push_back(units.size() - 1);
     }
   }
@@ -525,11 +529,15 @@ void evaluate_share(const MpiWorld& w, SimEnvironment& local, std::size_t n, std
   if (w.rank == 0) std::copy(out.begin(), out.end(), gathered.begin());  // rank 0's share is first
 }
 
-// Waits for a nonblocking operation by polling: a blocking wait would spin this core.
+// Waits for a nonblocking operation by polling: a blocking wait would spin this core. The sleeps
+// grow from 20 µs to 2 ms, so that a quick answer (rank 0's next batch) costs little latency and
+// a long wait (rank 0 training, another rank calibrating) little CPU.
 void wait_polling(MPI_Request& req) {
-  for (int done = 0;; nap()) {
+  for (int i = 0;; ++i) {
+    int done = 0;
     check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(2000, 20 << std::min(i, 7))));
   }
 }
 
@@ -698,6 +706,158 @@ RunOutcome run_scenario_distributed(const Scenario& s, RunOptions options, int v
     }
     throw;
   }
+}
+
+// --------------------------------------------------------------------------------------------
+// Cluster calibration.
+
+namespace {
+
+// A barrier that waits by polling: a rank waiting for its host's turn must not spin the core the
+// calibrating rank is timing.
+void barrier_polling(MPI_Comm comm) {
+  MPI_Request req;
+  check(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
+  wait_polling(req);
+}
+
+// The names of the nodes, one per rank: the host name, or `<host>-rank<N>` where ranks share a
+// host (so that two ranks of one machine still make two nodes).
+std::vector<std::string> node_names(const MpiWorld& w) {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  check(MPI_Get_processor_name(mine, &len), "MPI_Get_processor_name");
+  std::vector<char> all(static_cast<std::size_t>(w.size) * MPI_MAX_PROCESSOR_NAME);
+  check(MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD),
+        "MPI_Allgather");
+  std::vector<std::string> hosts, names;
+  for (int r = 0; r < w.size; ++r) {
+    std::string h(all.data() + static_cast<std::ptrdiff_t>(r) * MPI_MAX_PROCESSOR_NAME);
+    std::replace(h.begin(), h.end(), '/', '_');  // a node name holds no '/'
+    hosts.push_back(h.empty() ? "node" : h);
+  }
+  for (int r = 0; r < w.size; ++r) {
+    const auto n = std::count(hosts.begin(), hosts.end(), hosts[static_cast<std::size_t>(r)]);
+    names.push_back(n > 1 ? fmt::format("{}-rank{}", hosts[static_cast<std::size_t>(r)], r) : hosts[static_cast<std::size_t>(r)]);
+  }
+  return names;
+}
+
+// One-way seconds for messages of each size between rank 0 and `peer`: the median of timed round
+// trips, halved. Every rank calls it; only 0 and `peer` exchange messages.
+std::vector<FitSample> ping_pong(const MpiWorld& w, int peer) {
+  static constexpr std::size_t kSizes[] = {8, 64, 512, 4096, 32768, 262144, 2097152, 16777216};
+  std::vector<FitSample> samples;
+  if (w.rank != 0 && w.rank != peer) return samples;
+  std::vector<char> buf(kSizes[std::size(kSizes) - 1]);
+  for (std::size_t bytes : kSizes) {
+    // Enough round trips for a stable median (more for small messages), two of them warm-up.
+    const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 8, 200));
+    std::vector<double> trips;
+    for (int i = 0; i < reps + 2; ++i) {
+      const int n = static_cast<int>(bytes);
+      if (w.rank == 0) {
+        const double t0 = MPI_Wtime();
+        check(MPI_Send(buf.data(), n, MPI_CHAR, peer, 31, MPI_COMM_WORLD), "MPI_Send");
+        check(MPI_Recv(buf.data(), n, MPI_CHAR, peer, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+        if (i >= 2) trips.push_back(MPI_Wtime() - t0);
+      } else {
+        check(MPI_Recv(buf.data(), n, MPI_CHAR, 0, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+        check(MPI_Send(buf.data(), n, MPI_CHAR, 0, 32, MPI_COMM_WORLD), "MPI_Send");
+      }
+    }
+    if (w.rank != 0) continue;
+    std::nth_element(trips.begin(), trips.begin() + static_cast<std::ptrdiff_t>(trips.size() / 2), trips.end());
+    samples.push_back({0, static_cast<double>(bytes), trips[trips.size() / 2] / 2});
+  }
+  return samples;
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  const std::size_t n = xs.size();
+  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+// A node's calibrated machine as text, to rank 0 (length, then the bytes).
+void send_text(const std::string& text, int to) {
+  const int64_t n = static_cast<int64_t>(text.size());
+  check(MPI_Send(&n, 1, MPI_INT64_T, to, 41, MPI_COMM_WORLD), "MPI_Send");
+  check(MPI_Send(text.data(), static_cast<int>(text.size()), MPI_CHAR, to, 42, MPI_COMM_WORLD), "MPI_Send");
+}
+std::string receive_text(int from) {
+  int64_t n = 0;
+  check(MPI_Recv(&n, 1, MPI_INT64_T, from, 41, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+  std::string text(static_cast<std::size_t>(n), '\0');
+  check(MPI_Recv(text.data(), static_cast<int>(n), MPI_CHAR, from, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+  return text;
+}
+
+}  // namespace
+
+std::optional<CalibratedMachine> calibrate_cluster(const std::function<CalibratedMachine()>& measure, const fs::path& out) {
+  const MpiWorld w = mpi_world();
+  const std::vector<std::string> names = node_names(w);
+
+  // Each node measured, ranks of one host in turn (the others wait without spinning).
+  MPI_Comm host;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
+  int host_rank = 0, host_size = 1;
+  MPI_Comm_rank(host, &host_rank);
+  MPI_Comm_size(host, &host_size);
+  std::optional<CalibratedMachine> mine;
+  std::string error;
+  for (int turn = 0; turn < host_size; ++turn) {
+    if (turn == host_rank) {
+      fmt::print(stderr, "rank {} ({}): calibrating\n", w.rank, names[static_cast<std::size_t>(w.rank)]);
+      try {
+        mine = measure();
+      } catch (const InputError& e) {
+        error = e.what();
+      }
+    }
+    barrier_polling(host);
+  }
+  MPI_Comm_free(&host);
+  if (!all_ranks_ok(w, error)) fail_agreed(w, error);
+
+  // The network: rank 0 to every other rank, one pair at a time.
+  std::vector<CopyFit> links;
+  for (int peer = 1; peer < w.size; ++peer) {
+    const std::vector<FitSample> samples = ping_pong(w, peer);
+    if (w.rank == 0) {
+      links.push_back(fit_copy(samples));
+      fmt::print("network {} <-> {}: {:.2f} us + bytes / {:.2f} GB/s (ping-pong, {} sizes)\n", names[0],
+                 names[static_cast<std::size_t>(peer)], links.back().latency_s * 1e6, links.back().bandwidth_Bps / 1e9,
+                 samples.size());
+    }
+    barrier_polling(MPI_COMM_WORLD);
+  }
+
+  if (w.rank != 0) {
+    send_text(machine_yaml(mine->machine, true) + calibration_yaml(mine->calibration), 0);
+    return std::nullopt;
+  }
+  std::vector<ClusterNode> nodes;
+  std::vector<ClusterCalibrationNode> calibrations;
+  for (int r = 0; r < w.size; ++r) {
+    CalibratedMachine m = r == 0 ? std::move(*mine)
+                                 : parse_calibrated_machine_yaml(receive_text(r), fmt::format("rank {}'s calibration", r));
+    nodes.push_back({names[static_cast<std::size_t>(r)], std::move(m.machine)});
+    calibrations.push_back({names[static_cast<std::size_t>(r)], std::move(m.calibration)});
+  }
+  std::vector<double> latencies, bandwidths;
+  for (const CopyFit& f : links) latencies.push_back(f.latency_s), bandwidths.push_back(f.bandwidth_Bps);
+  NetworkSpec net;
+  net.latency_s = median(latencies);
+  net.bandwidth_Bps = median(bandwidths);
+  CalibratedMachine cluster{compose_cluster(out.stem().string(), nodes, net), compose_cluster_calibration(calibrations)};
+  cluster.machine.description = fmt::format(
+      "{} node(s) calibrated under mpirun, joined by the measured network: {:.2f} us + bytes / {:.2f} GB/s "
+      "(medians of rank 0's ping-pong to each other rank)",
+      w.size, net.latency_s * 1e6, net.bandwidth_Bps / 1e9);
+  write_calibrated_machine(out, cluster.machine, cluster.calibration);
+  return cluster;
 }
 
 }  // namespace placelab::cli

@@ -3,10 +3,13 @@
 // over N ranks. Without a launcher every command is local and MPI is never initialised.
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "placelab/hwmodels/calibration.h"
 #include "run.h"
 
 namespace placelab::cli {
@@ -55,5 +58,15 @@ void run_sweep_distributed(const DistributedSweep& sweep);
 // `verify_rank`. The results equal the single-process run's, bit for bit. Returns on rank 0;
 // the other ranks return an empty outcome when rank 0 is done.
 RunOutcome run_scenario_distributed(const Scenario& s, RunOptions options, int verify_rank);
+
+// `mpirun … placelab calibrate --backend cpu|cupti`, one rank per node: each rank measures its
+// node with `measure` (ranks that share a host take turns, so that none times the others'
+// work), rank 0 measures the network to every other rank by MPI ping-pong over message sizes
+// (a latency + bytes/bandwidth fit per pair), and writes to `out` one calibrated machine: every
+// node's devices, links and costs under `<node>/` names (the node is the host name, with
+// `-rank<N>` when ranks share a host), joined by a network of the median measured latency and
+// bandwidth (hwmodels/cluster.h). Returns the machine on rank 0, nullopt on the others.
+std::optional<CalibratedMachine> calibrate_cluster(const std::function<CalibratedMachine()>& measure,
+                                                   const std::filesystem::path& out);
 
 }  // namespace placelab::cli

@@ -27,4 +27,9 @@ RunOutcome run_scenario_distributed(const Scenario& s, RunOptions options, int) 
   return run_scenario(s, options);
 }
 
+std::optional<CalibratedMachine> calibrate_cluster(const std::function<CalibratedMachine()>&, const std::filesystem::path&) {
+  mpi_world();
+  throw InputError("a cluster calibration needs MPI");
+}
+
 }  // namespace placelab::cli

@@ -2,6 +2,8 @@
 // calibrated machine file (docs/calibration.md).
 #include "placelab/hwmodels/calibration.h"
 
+#include "placelab/graph/io.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -745,26 +747,7 @@ void write_calibrated_machine(const std::filesystem::path& path, const Machine& 
   text += machine_yaml(machine, true);
   text += calibration_yaml(calibration);
 
-  // Temporary file in the same folder, then rename: a crash never leaves a half-written file.
-  std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-  std::filesystem::path tmp = dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(tmp.string() + ": cannot create temporary file for " + path.string());
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(tmp.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error(path.string() + ": cannot rename temporary file into place: " + ec.message());
-  }
+  write_file_atomically(path, text);  // a crash never leaves a half-written file
 }
 
 }  // namespace placelab

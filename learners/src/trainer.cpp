@@ -1,5 +1,7 @@
 #include "placelab/learners/trainer.h"
 
+#include "placelab/graph/io.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,23 +36,6 @@ std::string_view status_name(TrainSummary::Status status) {
 }
 
 namespace {
-
-// Temporary file in the same folder, flushed, then renamed over the target: a crash leaves either
-// the old checkpoint or the new one, never a torn file.
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("checkpoint: cannot open " + tmp.string() + " for writing");
-    out << text;
-    out.flush();
-    if (!out) throw Error("checkpoint: writing " + tmp.string() + " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("checkpoint: cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-}
 
 // The identity of a run a checkpoint belongs to; resuming with anything else is an input error.
 nlohmann::json run_identity(const Learner& learner, const Grouping& grouping, const TrainerOptions& options) {
@@ -153,7 +138,7 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
   }
 
   auto checkpoint = [&] {
-    write_atomically(options.checkpoint_path, save_checkpoint(learner, grouping, options, s));
+    write_file_atomically(options.checkpoint_path, save_checkpoint(learner, grouping, options, s));
     if (observer) observer->on_checkpoint(s.samples, options.checkpoint_path);
   };
 

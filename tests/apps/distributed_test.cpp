@@ -110,6 +110,23 @@ TEST_F(Distributed, RunUnderMpiSaysWhatIsWrongOnce) {
   EXPECT_EQ(missing.out.find("internal error"), std::string::npos) << missing.out;
 }
 
+TEST_F(Distributed, RunVerifiesOnTheVerifyRank) {
+  const fs::path machine = dir_ / "two-cpus.yaml";
+  const std::string device = "{kind: cpu, peak_flops: 2.0e10, memory_bandwidth_Bps: 1.0e10, memory_bytes: 4.0e9, "
+                             "streams: 1, launch_overhead_s: 1.0e-6, name: cpu:";
+  std::ofstream(machine) << "name: two-cpus\ndevices:\n  - " << device << "0}\n  - " << device << "1}\nlinks:\n"
+                         << "  - {a: cpu:0, b: cpu:1, kind: memory, bandwidth_Bps: 1.0e10, latency_s: 1.0e-6}\n";
+  const fs::path s = dir_ / "verified.yaml";
+  std::ofstream(s) << "name: verified\nmodel: cifar10_cnn:batch=2,granularity=layer\nmachine: " << machine.string()
+                   << "\nsamples: 24\nbatch: 12\nlearners:\n  post: {}\nverify: {backend: cpu, every: 12, steps: 2}\n"
+                   << "output: " << (dir_ / "verified").string() << "\n";
+  CliResult r = mpi(2, "run " + s.string() + " --quiet --verify-rank 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string summary = slurp(dir_ / "verified" / "summary.json");
+  EXPECT_NE(summary.find("\"measured_s\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"source\": \"cpu\""), std::string::npos) << summary;
+}
+
 // The pid of the sweep's rank `rank`: the placelab process whose environment says so.
 pid_t find_rank(int rank, const std::string& sweep_name) {
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -153,6 +170,23 @@ TEST_F(Distributed, SweepFinishesEveryRunWhenARankIsKilled) {
     for (const char* run : {"post-seed1.json", "post-seed2.json", "reinforce-seed1.json", "reinforce-seed2.json"})
       EXPECT_TRUE(fs::exists(dir_ / s / "runs" / run)) << s << "/" << run;
   fs::remove_all(fs::path("results") / ("sweep-" + name));
+}
+
+TEST_F(Distributed, CalibrationOnTwoRanksWritesTwoNodesAndTheNetworkBetweenThem) {
+  const std::string out = (dir_ / "cluster.yaml").string();
+  CliResult cal = mpi(2, "calibrate --backend cpu --devices 1 --sweep-scale 0.02 --out " + out);
+  ASSERT_EQ(cal.status, 0) << cal.out;
+  EXPECT_NE(cal.out.find("network "), std::string::npos) << "no ping-pong result: " << cal.out;
+  const std::string text = slurp(out);
+  for (const char* needle : {"-rank0/cpu:0", "-rank1/cpu:0", "fabric", "kind: network", "measured network"})
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << " missing from the machine file:\n" << text;
+  // It loads, and a placement across the two nodes is priced over the measured network.
+  CliResult show = placelab("machines " + out);
+  ASSERT_EQ(show.status, 0) << show.out;
+  CliResult sim = placelab("simulate -g " + std::string(PLACELAB_SOURCE_DIR) + "/scenarios/graphs/quickstart.json -m " + out +
+                           " -p round_robin --json");
+  ASSERT_EQ(sim.status, 0) << sim.out;
+  EXPECT_NE(sim.out.find("network"), std::string::npos) << "no transfer crossed the network: " << sim.out;
 }
 
 }  // namespace
