@@ -118,16 +118,6 @@ enum Event : int64_t { kRequest = 0, kFinished = 1, kHeartbeat = 2 };
 constexpr double kHeartbeatEvery_s = 1.0;
 constexpr int kMaxAttempts = 3;  // a run whose process or rank was killed is run again, twice
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_stop(int) { g_stop = 1; }
-void catch_stop_signals() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_stop;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // One piece of a sweep: a seed's learner runs of a scenario, or the scenario's summary run
 // (`run --resume`, every seed's records kept) once all its seeds are done.
 struct Unit {
@@ -193,7 +183,7 @@ void sweep_worker(const DistributedSweep& sweep, Slots& slots) {
   bool forwarded = false;
   double last_sent = now_s();
   for (;;) {
-    while (!g_stop && slots.running() + asked < static_cast<std::size_t>(sweep.jobs)) {
+    while (!sweep_stop_requested() && slots.running() + asked < static_cast<std::size_t>(sweep.jobs)) {
       send_to_root(kRequest, -1, 0);
       ++asked;
       last_sent = now_s();
@@ -219,7 +209,7 @@ void sweep_worker(const DistributedSweep& sweep, Slots& slots) {
       last_sent = now_s();
       busy = true;
     }
-    if (g_stop && !forwarded) {
+    if (sweep_stop_requested() && !forwarded) {
       slots.forward_stop();
       forwarded = true;
     }
@@ -255,11 +245,11 @@ class SweepRoot {
         busy = true;
       }
       give_up_silent_ranks();
-      if (g_stop && !forwarded) {
+      if (sweep_stop_requested() && !forwarded) {
         slots_.forward_stop();
         forwarded = true;
       }
-      if (g_stop && in_flight_ == 0) break;
+      if (sweep_stop_requested() && in_flight_ == 0) break;
       busy = assign() || busy;
       if (!busy) nap();
     }
@@ -375,7 +365,7 @@ class SweepRoot {
 
   bool assign() {
     bool any = false;
-    while (!g_stop && !queue_.empty()) {
+    while (!sweep_stop_requested() && !queue_.empty()) {
       const int rank = free_rank();
       if (rank < 0) break;
       const std::size_t id = queue_.front();
@@ -455,7 +445,7 @@ void run_sweep_distributed(const DistributedSweep& sweep) {
                queued.size(), w.size, sweep.jobs);
     std::fflush(stdout);
   }
-  catch_stop_signals();
+  catch_sweep_stop_signals();
   Slots slots(sweep, scenarios, dir / "logs");
   if (w.rank != 0) return sweep_worker(sweep, slots);
 
@@ -464,7 +454,7 @@ void run_sweep_distributed(const DistributedSweep& sweep) {
   write_sweep_tables(dir, sweep.name, scenarios);
   if (root.failed())
     throw Error(std::to_string(root.failed()) + " run(s) failed; their logs are in " + (dir / "logs").string());
-  if (g_stop || root.stopped()) {
+  if (sweep_stop_requested() || root.stopped()) {
     std::fflush(stdout);  // the table first, then why it is partial
     fmt::print(stderr, "sweep stopped: {} run(s) stopped, {} not started; the same command resumes it\n", root.stopped(),
                root.not_started());

@@ -156,14 +156,11 @@ void write_sweep_tables(const fs::path& dir, const std::string& name, const std:
 }
 
 namespace {
-
-// Set by SIGINT/SIGTERM in a sweep: start no more scenarios, pass the signal on to the running
-// workers (which stop at their next batch with a checkpoint) and wait for them.
 volatile std::sig_atomic_t g_sweep_stop = 0;
 extern "C" void on_sweep_stop(int) { g_sweep_stop = 1; }
+}  // namespace
 
-// Without SA_RESTART, so that waitpid returns (EINTR) and the stop reaches the workers at once.
-void catch_stop_signals() {
+void catch_sweep_stop_signals() {
   struct sigaction sa = {};
   sa.sa_handler = on_sweep_stop;
   sigemptyset(&sa.sa_mask);
@@ -171,7 +168,7 @@ void catch_stop_signals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-}  // namespace
+bool sweep_stop_requested() { return g_sweep_stop != 0; }
 
 void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, int jobs, const std::string& name) {
   if (jobs < 1) throw InputError("--jobs " + std::to_string(jobs) + ": must be >= 1");
@@ -182,10 +179,10 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
 
   std::size_t next = 0, running = 0, failed = 0, stopped_runs = 0;
   std::map<pid_t, std::size_t> children;
-  catch_stop_signals();
+  catch_sweep_stop_signals();
   bool forwarded = false;
   while (next < scenarios.size() || running > 0) {
-    while (!g_sweep_stop && running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
+    while (!sweep_stop_requested() && running < static_cast<std::size_t>(jobs) && next < scenarios.size()) {
       const Scenario& s = scenarios[next];
       if (scenario_finished(s, sweep_seeds(s, seeds))) {
         fmt::print("{:<40} already finished, skipped\n", s.name);
@@ -204,7 +201,7 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
     if (running == 0) break;
     int status = 0;
     const pid_t pid = waitpid(-1, &status, 0);
-    if (g_sweep_stop && !forwarded) {
+    if (sweep_stop_requested() && !forwarded) {
       // Ctrl-C in a terminal reaches the workers too; `kill` of the sweep alone does not.
       for (const auto& child : children) kill(child.first, SIGINT);
       forwarded = true;
@@ -227,7 +224,7 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
 
   write_sweep_tables(dir, name, scenarios);
   if (failed) throw Error(std::to_string(failed) + " scenario run(s) failed; their logs are in " + (dir / "logs").string());
-  if (g_sweep_stop || stopped_runs) {
+  if (sweep_stop_requested() || stopped_runs) {
     std::fflush(stdout);  // the table first, then why it is partial
     fmt::print(stderr, "sweep stopped: {} scenario(s) stopped, {} not started; the same command resumes it\n",
                stopped_runs, scenarios.size() - next);

@@ -34,6 +34,12 @@ void write_sweep_tables(const std::filesystem::path& dir, const std::string& nam
 enum class ChildEnd { kFinished, kStopped, kFailed, kKilled };
 ChildEnd child_end(int wait_status);  // kKilled: ended by a signal other than the stop signals
 
+// SIGINT/SIGTERM in a sweep, local or distributed: start no more runs, pass the signal on to the
+// running ones (which stop at their next batch with a checkpoint) and wait for them. Installed
+// without SA_RESTART, so that a waitpid returns (EINTR) and the stop reaches the runs at once.
+void catch_sweep_stop_signals();
+bool sweep_stop_requested();
+
 // `placelab sweep` on this machine: up to `jobs` scenario runs at once in child processes.
 void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, int jobs, const std::string& name);
 

@@ -15,6 +15,7 @@ namespace placelab {
 namespace {
 
 using testing::add;
+using testing::expect_identical;
 using testing::FixedCostModel;
 
 std::vector<ClusterNode> nodes_of(const Machine& node, int count) {
@@ -92,19 +93,7 @@ TEST(ClusterSim, RepresentativesChangeNoResult) {
 
   for (uint32_t seed = 1; seed <= 5; ++seed) {
     const Placement p = testing::random_placement(seed, g.num_ops(), m.num_devices());
-    const SimResult a = fast.simulate(p), b = full.simulate(p);
-    EXPECT_EQ(a.step_time_s, b.step_time_s);
-    EXPECT_EQ(a.transfers, b.transfers);
-    ASSERT_EQ(a.devices.size(), b.devices.size());
-    for (std::size_t d = 0; d < a.devices.size(); ++d) {
-      EXPECT_EQ(a.devices[d].busy_s, b.devices[d].busy_s);
-      EXPECT_EQ(a.devices[d].peak_memory_bytes, b.devices[d].peak_memory_bytes);
-      EXPECT_EQ(a.devices[d].num_ops, b.devices[d].num_ops);
-    }
-    for (std::size_t l = 0; l < a.links.size(); ++l) {
-      EXPECT_EQ(a.links[l].bytes, b.links[l].bytes);
-      EXPECT_EQ(a.links[l].busy_s, b.links[l].busy_s);
-    }
+    expect_identical(fast.simulate(p), full.simulate(p));
   }
   // The lower bound, over every device and over a subset (GPUs of two nodes: soft placement
   // moves the cpu_only ops to node0/cpu:0, outside the subset).

@@ -15,41 +15,9 @@ using placelab::support::g_allocations;
 namespace placelab {
 namespace {
 
+using testing::expect_identical;
 using testing::FixedCostModel;
 
-// Exact equality of every field, doubles compared bit for bit (==).
-void expect_identical(const SimResult& a, const SimResult& b) {
-  EXPECT_EQ(a.step_time_s, b.step_time_s);
-  EXPECT_EQ(a.transfers, b.transfers);
-  EXPECT_EQ(a.oom, b.oom);
-  EXPECT_EQ(a.oom_device, b.oom_device);
-  EXPECT_EQ(a.oom_excess_bytes, b.oom_excess_bytes);
-  ASSERT_EQ(a.devices.size(), b.devices.size());
-  for (std::size_t d = 0; d < a.devices.size(); ++d) {
-    EXPECT_EQ(a.devices[d].busy_s, b.devices[d].busy_s);
-    EXPECT_EQ(a.devices[d].peak_memory_bytes, b.devices[d].peak_memory_bytes);
-    EXPECT_EQ(a.devices[d].persistent_bytes, b.devices[d].persistent_bytes);
-    EXPECT_EQ(a.devices[d].num_ops, b.devices[d].num_ops);
-  }
-  ASSERT_EQ(a.links.size(), b.links.size());
-  for (std::size_t l = 0; l < a.links.size(); ++l) {
-    EXPECT_EQ(a.links[l].bytes, b.links[l].bytes);
-    EXPECT_EQ(a.links[l].busy_s, b.links[l].busy_s);
-  }
-  ASSERT_EQ(a.timeline.size(), b.timeline.size());
-  for (std::size_t i = 0; i < a.timeline.size(); ++i) {
-    const TimelineEvent &x = a.timeline[i], &y = b.timeline[i];
-    EXPECT_TRUE(x.kind == y.kind && x.op == y.op && x.device == y.device && x.src_device == y.src_device &&
-                x.stream == y.stream && x.start_s == y.start_s && x.end_s == y.end_s && x.bytes == y.bytes)
-        << "timeline event " << i;
-  }
-  ASSERT_EQ(a.memory_timeline.size(), b.memory_timeline.size());
-  for (std::size_t i = 0; i < a.memory_timeline.size(); ++i) {
-    EXPECT_EQ(a.memory_timeline[i].time_s, b.memory_timeline[i].time_s);
-    EXPECT_EQ(a.memory_timeline[i].device, b.memory_timeline[i].device);
-    EXPECT_EQ(a.memory_timeline[i].bytes, b.memory_timeline[i].bytes);
-  }
-}
 
 struct Fixture {
   Machine machine = testing::switch_machine();
