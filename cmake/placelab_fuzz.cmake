@@ -8,6 +8,9 @@ if(PLACELAB_FUZZ)
     message(FATAL_ERROR "PLACELAB_FUZZ=ON needs Clang >= 16 (libFuzzer; lambdas capturing structured bindings); configure with -DCMAKE_CXX_COMPILER=clang++-16")
   endif()
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+  # The customary macro of fuzzing builds: limits that bound work per input are set lower where a
+  # legitimate but large input would otherwise pass the fuzzer's hang limit (hwmodels/cluster.h).
+  add_compile_definitions(FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)
   add_custom_target(fuzzers)
 endif()
 
