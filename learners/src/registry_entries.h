@@ -32,5 +32,7 @@ BaselineEntry mincut_baseline_entry();
 BaselineEntry random_baseline_entry();
 BaselineEntry round_robin_baseline_entry();
 BaselineEntry heft_baseline_entry();
+BaselineEntry m_topo_baseline_entry();  // baechi.cpp
+BaselineEntry m_etf_baseline_entry();
 
 }  // namespace placelab::detail

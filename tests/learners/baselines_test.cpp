@@ -144,6 +144,103 @@ TEST(Heft, RespectsMemoryOfPersistentBytes) {
   EXPECT_LE(on_gpu0, int64_t{3} << 20);
 }
 
+// ---- Baechi's m-TOPO and m-ETF ---------------------------------------------------------------
+
+class BaechiBaselines : public ::testing::TestWithParam<std::string> {
+ protected:
+  Placement place(const OpGraph& g, const CostModel& cost) const {
+    return GetParam() == "m_topo" ? m_topo_placement(g, cost.machine()) : m_etf_placement(g, cost);
+  }
+};
+
+TEST_P(BaechiBaselines, ValidAndDeterministic) {
+  const Machine m = testing::toy_machine(4);
+  const testing::FlopsCostModel cost(m);
+  const OpGraph g = testing::fork_join(8, 10, 1e10, 1 << 12);
+  const Placement p = place(g, cost);
+  expect_valid(g, m, p, GetParam().c_str());
+  EXPECT_EQ(p, place(g, cost)) << GetParam();
+  EXPECT_FALSE(Simulator(g, cost).simulate(p).oom) << GetParam();
+}
+
+// A chain of eight layers, each a MatMul colocated with its own 1 GiB variable, on four GPUs that
+// hold 3.5 GiB each: the model (8 GiB of variables) fits only spread over three GPUs or more.
+OpGraph layers_with_large_variables() {
+  OpGraph g;
+  constexpr int64_t kActivation = 1 << 20;
+  OpId prev = g.add_op({.name = "input", .type = "Input", .flops = 1e6, .output_bytes = kActivation});
+  for (int i = 0; i < 8; ++i) {
+    const std::string key = "layer" + std::to_string(i);
+    const OpId w = g.add_op({.name = key + "/w", .type = "VariableV2", .persistent_bytes = int64_t{1} << 30,
+                             .colocation = key});
+    const OpId op = g.add_op({.name = key + "/MatMul", .type = "MatMul", .flops = 1e9, .output_bytes = kActivation,
+                              .colocation = key});
+    g.add_edge(w, op, {.bytes = kActivation});
+    g.add_edge(prev, op, {.bytes = kActivation});
+    prev = op;
+  }
+  return g;
+}
+
+TEST_P(BaechiBaselines, FitsWhereEachGpuHoldsOnlyPartOfTheModel) {
+  Machine m = testing::toy_machine(4);
+  for (Device& d : m.devices)
+    if (d.kind == DeviceKind::kGpu) d.memory_bytes = int64_t{7} << 29;  // 3.5 GiB
+  m.finalize();
+  const testing::FlopsCostModel cost(m);
+  const OpGraph g = layers_with_large_variables();
+  const Simulator sim(g, cost);
+  // Blind to memory, a topological order on one device and ETF both pile the layers on one GPU.
+  EXPECT_TRUE(sim.simulate(single_gpu_placement(g, m)).oom);
+  EXPECT_TRUE(sim.simulate(m_etf_placement(g, cost, {.respect_memory = false})).oom);
+  const Placement p = place(g, cost);
+  expect_valid(g, m, p, GetParam().c_str());
+  const SimResult r = sim.simulate(p);
+  EXPECT_FALSE(r.oom) << GetParam() << ": " << oom_message(r, m);
+}
+
+INSTANTIATE_TEST_SUITE_P(Baselines, BaechiBaselines, ::testing::Values("m_topo", "m_etf"));
+
+TEST(MTopo, FillsEachGpuUpToAnEvenShareInTopologicalOrder) {
+  const Machine m = testing::toy_machine(4);
+  const OpGraph g = layers_with_large_variables();
+  const Placement p = m_topo_placement(g, m);
+  // Share = (8 GiB + 9 MiB of variables and outputs) / 4 GPUs + 1 GiB (the largest op) = 3 GiB +
+  // 2.25 MiB. gpu:0 holds the input (1 MiB) and two layers (1 GiB + 1 MiB each); a third would
+  // take it to 3 GiB + 4 MiB. So two layers per GPU.
+  const DeviceId expected[8] = {1, 1, 2, 2, 3, 3, 4, 4};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(p[*g.find("layer" + std::to_string(i) + "/MatMul")], expected[i]) << "layer " << i;
+    EXPECT_EQ(p[*g.find("layer" + std::to_string(i) + "/w")], expected[i]) << "layer " << i;
+  }
+  // Non-uniform (Baechi's m_topo_nonuniform): gpu:0 takes everything its 8 GB hold.
+  const Placement q = m_topo_placement(g, m, {.uniform = false});
+  EXPECT_EQ(q[*g.find("layer6/MatMul")], 1);
+  EXPECT_EQ(q[*g.find("layer7/MatMul")], 2);
+}
+
+// ETF by hand on two GPUs of the toy machine (10 TFLOP/s; gpu:0 → gpu:1 is two PCIe hops, 20 µs +
+// bytes / 10 GB/s, so a 10 MB tensor takes 1.02 ms). a (1 ms) → b (2 ms), c (1 ms) → d (1 ms).
+//   a: gpu:0 at 0 (tie with gpu:1, lower id), done at 1.
+//   b, c both start at 1 on gpu:0 (2.02 on gpu:1): b, earlier in topological order, done at 3.
+//   c: gpu:0 at 3, gpu:1 at 1 + 1.02 = 2.02 → gpu:1, done at 3.02.
+//   d: gpu:0 at 3.02 + 1.02 = 4.04, gpu:1 at 3 + 1.02 = 4.02 → gpu:1.
+TEST(MEtf, MatchesAHandComputedSchedule) {
+  const Machine m = testing::toy_machine(2);
+  const testing::FlopsCostModel cost(m);
+  OpGraph g;
+  constexpr int64_t kBytes = 10'000'000;
+  const OpId a = g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+  const OpId b = g.add_op({.name = "b", .type = "MatMul", .flops = 2e10, .output_bytes = kBytes});
+  const OpId c = g.add_op({.name = "c", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+  const OpId d = g.add_op({.name = "d", .type = "AddN", .flops = 1e10, .output_bytes = kBytes});
+  g.add_edge(a, b, {.bytes = kBytes});
+  g.add_edge(a, c, {.bytes = kBytes});
+  g.add_edge(b, d, {.bytes = kBytes});
+  g.add_edge(c, d, {.bytes = kBytes});
+  EXPECT_EQ(m_etf_placement(g, cost), (Placement{1, 1, 2, 2}));
+}
+
 TEST(Baselines, OptionsAreValidated) {
   MetisPlacementOptions mo;
   mo.imbalance = 1.0;

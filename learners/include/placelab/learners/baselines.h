@@ -1,6 +1,6 @@
 // The classical placements every learner is compared with (Mirhoseini et al. 2017, Post Table 1):
-// single GPU, single CPU, METIS, Scotch, MinCut, random, round-robin, and a list scheduler (HEFT)
-// as a strong non-learning reference. Each returns a full op placement (one DeviceId per op) that
+// single GPU, single CPU, METIS, Scotch, MinCut, random, round-robin, a list scheduler (HEFT) as
+// a strong non-learning reference, and Baechi's memory-aware placers m-TOPO and m-ETF. Each returns a full op placement (one DeviceId per op) that
 // keeps every TF colocation group on one device and puts ops marked cpu_only on the machine's first
 // CPU when it has one (TF soft placement). The expert placements live in the model zoo (models/).
 //
@@ -74,5 +74,38 @@ struct HeftOptions {
 // the CPU. With respect_memory, a device is skipped while the persistent bytes already on it plus
 // the group's would exceed its memory (unless no device fits). Deterministic.
 Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
+
+// Baechi's memory-constrained placers (Jeon et al., "Baechi: Fast Device Placement of Machine
+// Learning Graphs", SoCC 2020; code: github.com/beomyeol/baechi, placer/m_topo.py, m_etf.py). Both
+// place over the GPUs (every device when there is none), keep colocation groups whole, put cpu_only
+// ops on the first CPU, and count an op's memory as Baechi does: its output bytes plus its
+// persistent bytes (Baechi's "temporary + output memory", a variable's value being its output; our
+// ops have no temporary buffer). Deterministic. Throws InputError when the machine has no devices.
+
+struct MTopoOptions {
+  // true (Baechi's m-TOPO): each device takes ops up to an even share, Σ op memory / devices +
+  // the largest op's memory, whatever its own memory (as Baechi). false (Baechi's
+  // m_topo_nonuniform): up to its whole memory.
+  bool uniform = true;
+};
+// m-TOPO: colocation groups, in the topological order of their first op, fill the first GPU until
+// the next group would take it past its share, then the next GPU, and so on; the last GPU takes
+// whatever remains (Baechi raises an error there; the simulator reports the OOM instead). Memory is
+// counted statically: every op placed on a device adds its memory, nothing is freed.
+Placement m_topo_placement(const OpGraph& graph, const Machine& machine, const MTopoOptions& options = {});
+
+struct MEtfOptions {
+  bool respect_memory = true;  // false: plain ETF (Hwang et al. 1989), blind to memory
+};
+// m-ETF: earliest-time-first list scheduling (Hwang et al., SIAM J. Comput. 1989). Repeatedly, among
+// the ready ops (every predecessor scheduled) and the devices each may use, the pair with the
+// earliest start time is scheduled, ties to the op earlier in topological order, then the lower
+// device id; start = max(the device's earliest free stream, the arrival of every input). Arrivals
+// follow graph/transfers.h and the simulator's link model, as in heft_placement. With
+// respect_memory, a device is skipped while the bytes live on it in the schedule plus the op's
+// (its output, the input copies it would receive, and its colocation group's persistent bytes
+// when the group is not placed yet) exceed its memory; an output (and its copies) is freed once
+// all its consumers are scheduled. When no ready op fits anywhere, memory is ignored for that step.
+Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options = {});
 
 }  // namespace placelab
