@@ -152,7 +152,8 @@ TEST_F(Distributed, SweepFinishesEveryRunWhenARankIsKilled) {
   const fs::path out = dir_ / "sweep.out";
   // mpirun --enable-recovery: the job outlives a rank; the sweep gives the rank's run to another.
   std::thread sweep([&] {
-    shell(std::string(PLACELAB_MPIRUN) + " --oversubscribe --enable-recovery -n 3 " + PLACELAB_CLI + " sweep " + a + " " +
+    // Bounded: a job that does not end is the failure this test is for, not a reason to wait on.
+    shell("timeout 240 " + std::string(PLACELAB_MPIRUN) + " --oversubscribe --enable-recovery -n 3 " + PLACELAB_CLI + " sweep " + a + " " +
           b + " --seeds 2 --rank-timeout 3 --name " + name + " > " + out.string() + " 2>&1; echo \"exit $?\" >> " +
           out.string());
   });

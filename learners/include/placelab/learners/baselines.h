@@ -1,8 +1,9 @@
 // The classical placements every learner is compared with (Mirhoseini et al. 2017, Post Table 1):
 // single GPU, single CPU, METIS, Scotch, MinCut, random, round-robin, a list scheduler (HEFT) as
-// a strong non-learning reference, and Baechi's memory-aware placers m-TOPO and m-ETF. Each returns a full op placement (one DeviceId per op) that
-// keeps every TF colocation group on one device and puts ops marked cpu_only on the machine's first
-// CPU when it has one (TF soft placement). The expert placements live in the model zoo (models/).
+// a strong non-learning reference, and Baechi's memory-aware placers m-TOPO and m-ETF. Each
+// returns a full op placement (one DeviceId per op) that keeps every TF colocation group on one
+// device and puts ops marked cpu_only on the machine's first CPU when it has one (TF soft
+// placement). The expert placements live in the model zoo (models/).
 //
 //   Placement p = heft_placement(graph, cost_model);
 //   SimResult r = Simulator(graph, cost_model).simulate(p);
