@@ -25,6 +25,7 @@
 #include "placelab/graph/error.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/machine_io.h"
+#include "placelab/profiler/median.h"
 #include "placelab/sim/sim_environment.h"
 #include "sweep.h"
 
@@ -485,41 +486,49 @@ std::size_t share_begin(std::size_t n, int rank, int size) {
   return n * static_cast<std::size_t>(rank) / static_cast<std::size_t>(size);
 }
 
+// Every rank's share of a batch of n items of `per_item` values each, as MPI_Scatterv and
+// MPI_Gatherv count them; rank 0's own share is counted 0 (it keeps it rather than sending it).
+void count_shares(std::size_t n, std::size_t per_item, int size, std::vector<int>& counts, std::vector<int>& displs) {
+  counts.assign(static_cast<std::size_t>(size), 0);
+  displs.assign(static_cast<std::size_t>(size), 0);
+  for (int r = 1; r < size; ++r) {
+    const std::size_t b = share_begin(n, r, size), e = share_begin(n, r + 1, size);
+    counts[static_cast<std::size_t>(r)] = static_cast<int>((e - b) * per_item);
+    displs[static_cast<std::size_t>(r)] = static_cast<int>(b * per_item);
+  }
+}
+
+// Placements as one array of device ids, and back: what travels between ranks.
+std::vector<DeviceId> flatten(std::span<const Placement> placements) {
+  std::vector<DeviceId> flat;
+  for (const Placement& p : placements) flat.insert(flat.end(), p.begin(), p.end());
+  return flat;
+}
+std::vector<Placement> unflatten(const std::vector<DeviceId>& flat, std::size_t ops) {
+  std::vector<Placement> out;
+  for (std::size_t i = 0; i + ops <= flat.size() && ops > 0; i += ops)
+    out.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(i), flat.begin() + static_cast<std::ptrdiff_t>(i + ops));
+  return out;
+}
+
 // Evaluates the share of one batch on this rank; rank 0 passes the batch, the others receive it.
 // Results: {step time, oom} per placement, gathered on rank 0 in order.
 void evaluate_share(const MpiWorld& w, SimEnvironment& local, std::size_t n, std::size_t ops,
                     std::span<const Placement> batch, std::vector<double>& gathered) {
-  std::vector<int> counts(static_cast<std::size_t>(w.size)), displs(counts.size());
-  for (int r = 0; r < w.size; ++r) {
-    const std::size_t b = share_begin(n, r, w.size), e = share_begin(n, r + 1, w.size);
-    counts[static_cast<std::size_t>(r)] = r == 0 ? 0 : static_cast<int>((e - b) * ops);  // rank 0 keeps its own
-    displs[static_cast<std::size_t>(r)] = static_cast<int>(b * ops);
-  }
-  const std::size_t mine_b = share_begin(n, w.rank, w.size), mine_e = share_begin(n, w.rank + 1, w.size);
-  std::vector<DeviceId> flat;
-  if (w.rank == 0) {
-    flat.reserve(n * ops);
-    for (const Placement& p : batch) flat.insert(flat.end(), p.begin(), p.end());
-  }
-  std::vector<DeviceId> recv(w.rank == 0 ? 0 : (mine_e - mine_b) * ops);
-  check(MPI_Scatterv(flat.data(), counts.data(), displs.data(), MPI_UINT16_T, recv.data(), static_cast<int>(recv.size()),
-                     MPI_UINT16_T, 0, MPI_COMM_WORLD),
+  std::vector<int> counts, displs;
+  count_shares(n, ops, w.size, counts, displs);
+  const std::size_t share = share_begin(n, w.rank + 1, w.size) - share_begin(n, w.rank, w.size);
+  const std::vector<DeviceId> flat = w.rank == 0 ? flatten(batch) : std::vector<DeviceId>{};
+  std::vector<DeviceId> received(w.rank == 0 ? 0 : share * ops);
+  check(MPI_Scatterv(flat.data(), counts.data(), displs.data(), MPI_UINT16_T, received.data(),
+                     static_cast<int>(received.size()), MPI_UINT16_T, 0, MPI_COMM_WORLD),
         "MPI_Scatterv");
-  std::vector<Placement> mine;
-  std::span<const Placement> todo = batch.subspan(0, w.rank == 0 ? mine_e - mine_b : 0);
-  if (w.rank != 0) {
-    for (std::size_t i = 0; i < mine_e - mine_b; ++i)
-      mine.emplace_back(recv.begin() + static_cast<std::ptrdiff_t>(i * ops),
-                        recv.begin() + static_cast<std::ptrdiff_t>((i + 1) * ops));
-    todo = mine;
-  }
+  // Rank 0's share is the head of its own batch; the others' came in the message.
+  const std::vector<Placement> mine = unflatten(received, ops);
+  const std::span<const Placement> to_simulate = w.rank == 0 ? batch.first(share) : std::span<const Placement>(mine);
   std::vector<double> out;
-  for (const Measurement& m : local.evaluate(todo)) out.insert(out.end(), {m.step_time_s, m.oom ? 1.0 : 0.0});
-  for (int r = 0; r < w.size; ++r) {
-    const std::size_t b = share_begin(n, r, w.size), e = share_begin(n, r + 1, w.size);
-    counts[static_cast<std::size_t>(r)] = r == 0 ? 0 : static_cast<int>(2 * (e - b));
-    displs[static_cast<std::size_t>(r)] = static_cast<int>(2 * b);
-  }
+  for (const Measurement& m : local.evaluate(to_simulate)) out.insert(out.end(), {m.step_time_s, m.oom ? 1.0 : 0.0});
+  count_shares(n, 2, w.size, counts, displs);
   if (w.rank == 0) gathered.assign(2 * n, 0.0);
   check(MPI_Gatherv(w.rank == 0 ? nullptr : out.data(), w.rank == 0 ? 0 : static_cast<int>(out.size()), MPI_DOUBLE,
                     gathered.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD),
@@ -554,8 +563,7 @@ void broadcast_command(int64_t command, std::size_t n, std::size_t ops) {
 
 // Verification on the verify rank: placements in, {time, oom, predicted} and the source out.
 std::vector<Measurement> verify_remote(int verify_rank, std::span<const Placement> placements) {
-  std::vector<DeviceId> flat;
-  for (const Placement& p : placements) flat.insert(flat.end(), p.begin(), p.end());
+  const std::vector<DeviceId> flat = flatten(placements);
   check(MPI_Send(flat.data(), static_cast<int>(flat.size()), MPI_UINT16_T, verify_rank, kVerifyPlacements, MPI_COMM_WORLD),
         "MPI_Send");
   std::vector<double> res(3 * placements.size());
@@ -638,12 +646,9 @@ void serve_samples(const MpiWorld& w, const Simulator& sim, Environment* verify)
       check(MPI_Recv(flat.data(), static_cast<int>(flat.size()), MPI_UINT16_T, 0, kVerifyPlacements, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE),
             "MPI_Recv");
-      std::vector<Placement> ps;
-      for (std::size_t i = 0; i < n; ++i)
-        ps.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(i * ops), flat.begin() + static_cast<std::ptrdiff_t>((i + 1) * ops));
       std::vector<double> res;
       std::string source = "?";
-      for (const Measurement& m : verify->evaluate(ps)) {
+      for (const Measurement& m : verify->evaluate(unflatten(flat, ops))) {
         res.insert(res.end(), {m.step_time_s, m.oom ? 1.0 : 0.0, m.predicted_s});
         source = m.source;
       }
@@ -765,16 +770,9 @@ std::vector<FitSample> ping_pong(const MpiWorld& w, int peer) {
       }
     }
     if (w.rank != 0) continue;
-    std::nth_element(trips.begin(), trips.begin() + static_cast<std::ptrdiff_t>(trips.size() / 2), trips.end());
-    samples.push_back({0, static_cast<double>(bytes), trips[trips.size() / 2] / 2});
+    samples.push_back({0, static_cast<double>(bytes), median(std::move(trips)) / 2});
   }
   return samples;
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  const std::size_t n = xs.size();
-  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
 }
 
 // A node's calibrated machine as text, to rank 0 (length, then the bytes).

@@ -7,7 +7,7 @@
 
 #include "placelab/graph/error.h"
 
-namespace placelab::detail {
+namespace placelab {
 
 double median(std::vector<double> v) {
   PLACELAB_CHECK(!v.empty()) << "median of nothing";
@@ -15,6 +15,10 @@ double median(std::vector<double> v) {
   const std::size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
+
+}  // namespace placelab
+
+namespace placelab::detail {
 
 std::string host_name() {
   char buf[256] = {};
