@@ -33,14 +33,21 @@ py::dict option_dict(const OptionInfo& o) {
   return d;
 }
 
+// What learner and baseline entries have alike: name, aliases, summary and paper.
+template <typename Entry>
+py::dict entry_dict(const Entry& e) {
+  py::dict d;
+  d["name"] = e.name;
+  d["aliases"] = e.aliases;
+  d["summary"] = e.summary;
+  d["paper"] = e.paper;
+  return d;
+}
+
 py::list learners() {
   py::list out;
   for (const LearnerEntry& e : learner_registry()) {
-    py::dict d;
-    d["name"] = e.name;
-    d["aliases"] = e.aliases;
-    d["summary"] = e.summary;
-    d["paper"] = e.paper;
+    py::dict d = entry_dict(e);
     py::list options;
     for (const OptionInfo& o : e.options) options.append(option_dict(o));
     d["options"] = options;
@@ -54,11 +61,7 @@ py::list learners() {
 py::list baselines() {
   py::list out;
   for (const BaselineEntry& e : baseline_registry()) {
-    py::dict d;
-    d["name"] = e.name;
-    d["aliases"] = e.aliases;
-    d["summary"] = e.summary;
-    d["paper"] = e.paper;
+    py::dict d = entry_dict(e);
     d["argument"] = e.argument;
     out.append(d);
   }

@@ -30,18 +30,12 @@ double mean_time(const std::vector<CurvePoint>& curve, std::size_t from, std::si
   return s / static_cast<double>(to - from);
 }
 
-TrainSummary run(Learner& learner, AdditiveEnv& env, int64_t budget, int64_t batch = 12) {
-  TrainerOptions o;
-  o.sample_budget = budget;
-  o.batch_size = batch;
-  return train(learner, testing::identity_grouping(learner.space().num_groups), env, o);
-}
 
 TEST(Post, ConvergesToTheKnownOptimumOfAnAdditiveEnvironment) {
   const std::size_t G = 12, D = 4;
   AdditiveEnv env(testing::random_costs(G, D, 11));
   PostLearner post(SearchSpace{G, testing::device_range(D)}, PostOptions{}, 3);
-  const TrainSummary s = run(post, env, 2400);
+  const TrainSummary s = testing::train_on(post, env, 2400);
   EXPECT_EQ(s.status, TrainSummary::Status::kFinished);
   EXPECT_NEAR(s.best_step_time_s, env.optimum(), 1e-12);
   EXPECT_EQ(s.best_placement, env.argmin());
@@ -57,7 +51,7 @@ TEST(Post, AvoidsPlacementsThatRunOutOfMemory) {
   std::vector<std::vector<double>> cost(G, {0.1, 0.3});
   AdditiveEnv env(cost, 4);
   PostLearner post(SearchSpace{G, testing::device_range(D)}, PostOptions{}, 5);
-  const TrainSummary s = run(post, env, 1200);
+  const TrainSummary s = testing::train_on(post, env, 1200);
   EXPECT_NEAR(s.best_step_time_s, 4 * 0.1 + 4 * 0.3, 1e-12);
   // Uniform sampling fits 70 of 256 placements (mean ≈ 73 s); at the end most samples fit and the
   // most probable placement is a feasible 4 + 4 split.
@@ -113,7 +107,7 @@ TEST(Ppo, ImprovesTheMeanStepTime) {
   const std::size_t G = 10, D = 4;
   AdditiveEnv env(testing::random_costs(G, D, 21));
   PpoLearner ppo(SearchSpace{G, testing::device_range(D)}, PpoOptions{}, 4);
-  const TrainSummary s = run(ppo, env, 1200);
+  const TrainSummary s = testing::train_on(ppo, env, 1200);
   EXPECT_LT(mean_time(s.curve, 1080, 1200), 0.8 * mean_time(s.curve, 0, 120));
 }
 
@@ -121,7 +115,7 @@ TEST(CrossEntropyLearner, ImprovesTheMeanStepTime) {
   const std::size_t G = 10, D = 4;
   AdditiveEnv env(testing::random_costs(G, D, 22));
   CrossEntropyLearner ce(SearchSpace{G, testing::device_range(D)}, CrossEntropyOptions{}, 4);
-  const TrainSummary s = run(ce, env, 1200);
+  const TrainSummary s = testing::train_on(ce, env, 1200);
   EXPECT_LT(mean_time(s.curve, 1080, 1200), 0.8 * mean_time(s.curve, 0, 120));
 }
 
@@ -130,7 +124,7 @@ TEST(Reinforce, ImprovesTheMeanStepTime) {
   AdditiveEnv env(testing::random_costs(G, D, 23));
   ReinforceLearner pg(SearchSpace{G, testing::device_range(D)}, ReinforceOptions{}, 4);
   EXPECT_EQ(pg.baseline(), ReinforceOptions{}.failing_signal);  // starts at the failing signal
-  const TrainSummary s = run(pg, env, 1200);
+  const TrainSummary s = testing::train_on(pg, env, 1200);
   EXPECT_LT(mean_time(s.curve, 1080, 1200), 0.8 * mean_time(s.curve, 0, 120));
 }
 
@@ -161,7 +155,7 @@ TEST(Learners, SameSeedGivesIdenticalCurvesAndOtherSeedsDiffer) {
     SearchSpace space{G, testing::device_range(D)};
     std::unique_ptr<Learner> l = make_learner(LearnerConfig{which, {}}, LearnerContext{space, seed});
     std::vector<double> out;
-    for (const CurvePoint& c : run(*l, env, 300, batch).curve) out.push_back(c.step_time_s);
+    for (const CurvePoint& c : testing::train_on(*l, env, 300, batch).curve) out.push_back(c.step_time_s);
     return out;
   };
   for (const char* which : {"post", "ppo", "cross_entropy", "policy_gradient"}) {

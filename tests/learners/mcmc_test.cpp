@@ -15,18 +15,12 @@ namespace {
 
 using testing::AdditiveEnv;
 
-TrainSummary run(Learner& learner, AdditiveEnv& env, int64_t budget) {
-  TrainerOptions o;
-  o.sample_budget = budget;
-  o.batch_size = 12;
-  return train(learner, testing::identity_grouping(learner.space().num_groups), env, o);
-}
 
 TEST(Mcmc, FindsTheKnownOptimumOfAnAdditiveEnvironment) {
   const std::size_t G = 12, D = 4;
   AdditiveEnv env(testing::random_costs(G, D, 11));
   McmcLearner mcmc(SearchSpace{G, testing::device_range(D)}, McmcOptions{}, 3);
-  const TrainSummary s = run(mcmc, env, 2400);
+  const TrainSummary s = testing::train_on(mcmc, env, 2400);
   EXPECT_EQ(s.status, TrainSummary::Status::kFinished);
   EXPECT_NEAR(s.best_step_time_s, env.optimum(), 1e-12);
   EXPECT_EQ(s.best_placement, env.argmin());
@@ -72,7 +66,7 @@ TEST(Mcmc, DeterministicBySeedAndResumesExactly) {
     AdditiveEnv env(testing::random_costs(G, D, 31));
     std::unique_ptr<Learner> l = make_learner(LearnerConfig{"mcmc", {}}, LearnerContext{SearchSpace{G, testing::device_range(D)}, seed});
     std::vector<double> out;
-    for (const CurvePoint& c : run(*l, env, 300).curve) out.push_back(c.step_time_s);
+    for (const CurvePoint& c : testing::train_on(*l, env, 300).curve) out.push_back(c.step_time_s);
     return out;
   };
   EXPECT_EQ(curve_of(9), curve_of(9));

@@ -14,6 +14,7 @@
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/learners/trainer.h"
 #include "placelab/sim/environment.h"
 
 namespace placelab::testing {
@@ -72,6 +73,15 @@ inline Grouping identity_grouping(std::size_t n) {
   std::vector<GroupId> labels(n);
   std::iota(labels.begin(), labels.end(), 0u);
   return Grouping(std::move(labels));
+}
+
+// A training run of `learner` on an additive environment, one group per op: the learners'
+// convergence tests all start here.
+inline TrainSummary train_on(Learner& learner, AdditiveEnv& env, int64_t budget, int64_t batch = 12) {
+  TrainerOptions o;
+  o.sample_budget = budget;
+  o.batch_size = batch;
+  return train(learner, identity_grouping(learner.space().num_groups), env, o);
 }
 
 inline std::vector<DeviceId> device_range(std::size_t n) {
