@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <pybind11/numpy.h>
@@ -43,6 +45,11 @@ struct PySimulator {
 // counts; throws InputError "placement[3] = 7: must be a device id < 4" as check_placement does.
 Placement to_placement(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& array,
                        std::size_t num_ops, std::size_t num_devices);
+// Copies n device ids from Python integers into `out`, each checked to be < num_devices; on a bad
+// one throws InputError "<where(i)> = 7: must be a device id < 4". One check for to_placement and
+// simulate_batch's rows (`where` names the entry only when it is at fault).
+void copy_device_ids(const int64_t* ids, std::size_t n, std::size_t num_devices, DeviceId* out,
+                     const std::function<std::string(std::size_t)>& where);
 // The placement as an int32 ndarray.
 py::array_t<int32_t> placement_array(std::span<const DeviceId> placement);
 

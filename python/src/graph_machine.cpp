@@ -23,20 +23,28 @@ Placement to_placement(const py::array_t<int64_t, py::array::c_style | py::array
   if (n != num_ops)
     check_placement(Placement(n), num_ops, num_devices, "placement");  // throws with the sizes
   Placement out(n);
-  const int64_t* data = array.data();
+  copy_device_ids(array.data(), n, num_devices, out.data(), [](std::size_t i) {
+    std::string where = "placement: placement[";
+    where += std::to_string(i);
+    where += "]";
+    return where;
+  });
+  return out;
+}
+
+void copy_device_ids(const int64_t* ids, std::size_t n, std::size_t num_devices, DeviceId* out,
+                     const std::function<std::string(std::size_t)>& where) {
   for (std::size_t i = 0; i < n; ++i) {
-    if (data[i] < 0 || static_cast<uint64_t>(data[i]) >= num_devices) {
-      std::string msg = "placement: placement[";
-      msg += std::to_string(i);
-      msg += "] = ";
-      msg += std::to_string(data[i]);
+    if (ids[i] < 0 || static_cast<uint64_t>(ids[i]) >= num_devices) {
+      std::string msg = where(i);
+      msg += " = ";
+      msg += std::to_string(ids[i]);
       msg += ": must be a device id < ";
       msg += std::to_string(num_devices);
       throw InputError(msg);
     }
-    out[i] = static_cast<DeviceId>(data[i]);
+    out[i] = static_cast<DeviceId>(ids[i]);
   }
-  return out;
 }
 
 py::array_t<int32_t> placement_array(std::span<const DeviceId> placement) {

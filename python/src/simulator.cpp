@@ -52,21 +52,14 @@ void fill_batch(PySimulator& s, const IntArray2d& placements) {
   for (std::size_t k = 0; k < rows; ++k) {
     Placement& p = s.batch[k];
     p.resize(ops);
-    const int64_t* row = data + k * ops;
-    for (std::size_t i = 0; i < ops; ++i) {
-      if (row[i] < 0 || static_cast<uint64_t>(row[i]) >= devices) {
-        std::string msg = "placements[";
-        msg += std::to_string(k);
-        msg += ", ";
-        msg += std::to_string(i);
-        msg += "] = ";
-        msg += std::to_string(row[i]);
-        msg += ": must be a device id < ";
-        msg += std::to_string(devices);
-        throw InputError(msg);
-      }
-      p[i] = static_cast<DeviceId>(row[i]);
-    }
+    copy_device_ids(data + k * ops, ops, devices, p.data(), [k](std::size_t i) {
+      std::string where = "placements[";
+      where += std::to_string(k);
+      where += ", ";
+      where += std::to_string(i);
+      where += "]";
+      return where;
+    });
   }
 }
 
