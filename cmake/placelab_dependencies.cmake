@@ -27,6 +27,13 @@ add_library(placelab_scotch INTERFACE IMPORTED)
 target_include_directories(placelab_scotch INTERFACE ${SCOTCH_INCLUDE_DIR})
 target_link_libraries(placelab_scotch INTERFACE ${SCOTCH_LIBRARY} ${SCOTCHERR_LIBRARY} Threads::Threads)
 
+# COIN-OR CBC with CLP (coinor-libcbc-dev): the exact placement-and-schedule model and m-SCT's LP.
+# Its pkg-config file is the only description Debian ships.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(CBC REQUIRED IMPORTED_TARGET cbc)
+add_library(placelab_cbc INTERFACE IMPORTED)
+target_link_libraries(placelab_cbc INTERFACE PkgConfig::CBC)
+
 find_package(Protobuf REQUIRED)
 find_package(ONNX CONFIG REQUIRED)
 

@@ -8,7 +8,7 @@ packages=(
   libboost-graph-dev libeigen3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
-  libmetis-dev libscotch-dev
+  libmetis-dev libscotch-dev coinor-libcbc-dev
   libonnx-dev libprotobuf-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-onnx
