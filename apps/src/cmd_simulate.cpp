@@ -18,6 +18,7 @@
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/sim/allocator.h"
 #include "placelab/sim/bounds.h"
+#include "placelab/sim/critical_path.h"
 #include "placelab/sim/simulator.h"
 #include "placelab/sim/trace.h"
 
@@ -33,6 +34,7 @@ struct SimulateArgs {
   bool json = false;
   bool fragmentation = false;
   bool cost_sources = false;
+  bool critical_path = false;
 };
 
 // One GPU's BFC replay, for --fragmentation (CPU memory is not TensorFlow's BFC allocator).
@@ -169,6 +171,76 @@ void print_report(const SimResult& r, const Machine& m, const GraphSource& g, co
   if (bfc.empty()) fmt::print("(no GPU ran an op)\n");
 }
 
+const char* wait_name(CriticalLink::Wait w) {
+  switch (w) {
+    case CriticalLink::Wait::kStart: return "start";
+    case CriticalLink::Wait::kInput: return "input";
+    case CriticalLink::Wait::kDevice: return "device";
+    case CriticalLink::Wait::kLink: return "link";
+  }
+  return "?";
+}
+
+nlohmann::json critical_path_json(const std::vector<CriticalLink>& path, const SimResult& r, const Machine& m,
+                                  const OpGraph& graph) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const CriticalLink& c : path) {
+    const TimelineEvent& e = r.timeline[c.event];
+    nlohmann::json j = {{"kind", e.kind == TimelineEvent::Kind::kOp ? "op" : "copy"},
+                        {"op", graph.op(e.op).name},
+                        {"device", m.devices[e.device].name},
+                        {"start_s", e.start_s},
+                        {"end_s", e.end_s},
+                        {"wait", wait_name(c.wait)},
+                        {"waited_s", c.waited_s}};
+    if (e.kind == TimelineEvent::Kind::kTransfer) {
+      j["from"] = m.devices[e.src_device].name;
+      j["bytes"] = e.bytes;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// The path as runs of consecutive ops on one device (a run ends at a copy or a change of device),
+// with the time the step spent computing and copying along it and what the runs waited for.
+void print_critical_path(const std::vector<CriticalLink>& path, const SimResult& r, const Machine& m,
+                         const OpGraph& graph) {
+  double compute = 0, copy = 0;
+  for (const CriticalLink& c : path) {
+    const TimelineEvent& e = r.timeline[c.event];
+    (e.kind == TimelineEvent::Kind::kOp ? compute : copy) += e.end_s - e.start_s;
+  }
+  fmt::print("\ncritical path: {} events, {} computing and {} copying\n", path.size(), format_seconds(compute),
+             format_seconds(copy));
+  fmt::print("{:>12} {:>12}  {:<10} {:<44} {}\n", "start", "length", "device", "what", "first … last op");
+  for (std::size_t i = 0; i < path.size();) {
+    const TimelineEvent& e = r.timeline[path[i].event];
+    if (e.kind == TimelineEvent::Kind::kTransfer) {
+      const bool queued = path[i].wait == CriticalLink::Wait::kLink;
+      fmt::print("{:>12} {:>12}  {:<10} {:<44} {}\n", format_seconds(e.start_s), format_seconds(e.end_s - e.start_s),
+                 m.devices[e.device].name,
+                 fmt::format("copy of {} from {}{}", format_bytes(e.bytes), m.devices[e.src_device].name,
+                             queued ? fmt::format(", {} behind a copy", format_seconds(path[i].waited_s)) : ""),
+                 graph.op(e.op).name);
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1, behind = 0;
+    while (j < path.size() && r.timeline[path[j].event].kind == TimelineEvent::Kind::kOp &&
+           r.timeline[path[j].event].device == e.device) {
+      behind += path[j].wait == CriticalLink::Wait::kDevice;
+      ++j;
+    }
+    const TimelineEvent& last = r.timeline[path[j - 1].event];
+    const std::string what = fmt::format("{} op{}{}", j - i, j - i == 1 ? "" : "s",
+                                         behind > 0 ? fmt::format(", {} behind the one before", behind) : "");
+    fmt::print("{:>12} {:>12}  {:<10} {:<44} {}{}\n", format_seconds(e.start_s), format_seconds(last.end_s - e.start_s),
+               m.devices[e.device].name, what, graph.op(e.op).name, j - i > 1 ? " … " + graph.op(last.op).name : "");
+    i = j;
+  }
+}
+
 void run_simulate(const SimulateArgs& a) {
   GraphSource g = load_graph_source(a.graph, a.model);
   auto ms = load_machine_source(a.machine);
@@ -176,7 +248,7 @@ void run_simulate(const SimulateArgs& a) {
   Placement placement = resolve_placement(a.placement, g, *ms);
   Simulator sim(g.graph, *ms->cost);
   SimOptions opts;
-  opts.record_timeline = !a.trace.empty() || a.fragmentation;
+  opts.record_timeline = !a.trace.empty() || a.fragmentation || a.critical_path;
   SimResult r = sim.simulate(placement, opts);
   const std::vector<BfcRow> bfc = a.fragmentation ? replay_gpus(r, machine, g.graph) : std::vector<BfcRow>{};
   if (!a.trace.empty()) {
@@ -187,14 +259,18 @@ void run_simulate(const SimulateArgs& a) {
   const StepLowerBound bound = step_lower_bound(g.graph, sim);
   std::optional<CostSourceSummary> sources;
   if (a.cost_sources) sources = summarize_cost_sources(g.graph, *ms->cost, placement);
+  const std::vector<CriticalLink> path = a.critical_path ? critical_path(g.graph, sim, r) : std::vector<CriticalLink>{};
   if (a.json) {
-    std::cout << result_json(r, machine, g, a, bfc, sources ? &*sources : nullptr, placement, bound).dump(2) << "\n";
+    nlohmann::json j = result_json(r, machine, g, a, bfc, sources ? &*sources : nullptr, placement, bound);
+    if (a.critical_path) j["critical_path"] = critical_path_json(path, r, machine, g.graph);
+    std::cout << j.dump(2) << "\n";
   } else {
     print_report(r, machine, g, a, ms->cost->describe(), bfc, bound);
     if (sources) {
       fmt::print("\nwhere each op's time comes from (every op once, on its device; launch overhead included):\n");
       print_cost_sources(*sources);
     }
+    if (a.critical_path) print_critical_path(path, r, machine, g.graph);
   }
   if (!a.trace.empty() && !a.json) fmt::print("\ntrace written to {} (open it in https://ui.perfetto.dev)\n", a.trace);
 }
@@ -214,6 +290,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--cost-sources", args->cost_sources,
                 "Per op type, how many ops and seconds were priced from exact measurements, class fits or the "
                 "analytic roofline (with --json: also per op)");
+  cmd->add_flag("--critical-path", args->critical_path,
+                "Also print the step's critical path: the ops, copies and waits for a slot or a link that set its "
+                "length (with --json: every event)");
   cmd->add_flag("--fragmentation", args->fragmentation,
                 "Also replay each GPU's allocations through TensorFlow's BFC allocator: the chunk peak, and "
                 "OOM from fragmentation (docs/simulator.md)");
