@@ -26,6 +26,7 @@ const std::vector<LearnerEntry>& learner_list() {
       detail::eagle_ce_learner_entry(),
       detail::reinforce_learner_entry(),
       detail::mcmc_learner_entry(),
+      detail::critpath_learner_entry(),
   };
   return kLearners;
 }
@@ -118,6 +119,8 @@ std::unique_ptr<Learner> make_learner(const LearnerConfig& config, const Learner
   if (!entry) throw InputError("learner = " + config.name + ": unknown learner; expected one of " + learner_names());
   if (entry->needs_problem && !context.problem)
     throw InputError("learner = " + config.name + ": needs the placement problem (the graph through the grouping)");
+  if (entry->needs_simulator && (!context.graph || !context.simulator || !context.grouping))
+    throw InputError("learner = " + config.name + ": needs the graph, its simulator and the grouping");
   return entry->make(config.values, context);
 }
 

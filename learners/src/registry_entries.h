@@ -14,6 +14,7 @@ LearnerEntry ppo_learner_entry();
 LearnerEntry cross_entropy_learner_entry();
 LearnerEntry reinforce_learner_entry();
 LearnerEntry mcmc_learner_entry();  // mcmc.cpp
+LearnerEntry critpath_learner_entry();  // critpath.cpp
 
 // Neural learners (seq2seq_learners.cpp).
 LearnerEntry grl_learner_entry();

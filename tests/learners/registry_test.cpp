@@ -87,10 +87,10 @@ TEST(Registry, LearnersInOrderWithPolicyGradientMarked) {
   // grl, the papers' policy gradient, precedes reinforce, its softmax-table form: the report takes
   // the first policy-gradient learner a run has results for as its reference.
   const auto learners = learner_registry();
-  ASSERT_EQ(learners.size(), 10u);
-  const char* order[] = {"post",  "ppo",      "cross_entropy", "grl",       "spotlight",
-                         "hierarchical", "eagle", "eagle_ce", "reinforce", "mcmc"};
-  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(learners[i].name, order[i]);
+  ASSERT_EQ(learners.size(), 11u);
+  const char* order[] = {"post",  "ppo",      "cross_entropy", "grl",       "spotlight", "hierarchical",
+                         "eagle", "eagle_ce", "reinforce",     "mcmc",      "critpath"};
+  for (std::size_t i = 0; i < 11; ++i) EXPECT_EQ(learners[i].name, order[i]);
   EXPECT_EQ(find_learner("policy_gradient"), &learners[8]);
   EXPECT_EQ(find_learner("hp"), &learners[5]);
   EXPECT_EQ(find_learner("eagle-ce"), &learners[7]);
@@ -98,8 +98,9 @@ TEST(Registry, LearnersInOrderWithPolicyGradientMarked) {
     EXPECT_EQ(e.policy_gradient, e.name == "reinforce" || e.name == "grl") << e.name;
   for (const LearnerEntry& e : learners)
     EXPECT_EQ(e.needs_problem, e.name != "post" && e.name != "ppo" && e.name != "cross_entropy" && e.name != "reinforce" &&
-                                   e.name != "mcmc")
+                                   e.name != "mcmc" && e.name != "critpath")
         << e.name;
+  for (const LearnerEntry& e : learners) EXPECT_EQ(e.needs_simulator, e.name == "critpath") << e.name;
 }
 
 // Each listed default against the field of a default-constructed Options struct. The keys are the
@@ -185,7 +186,7 @@ std::pair<std::vector<double>, std::string> trace_of(const std::string& learner,
 
 TEST(Registry, EmptyValuesGiveTheListedDefaults) {
   for (const LearnerEntry& e : learner_registry()) {
-    if (e.needs_problem) continue;  // needs a graph; its own tests cover it
+    if (e.needs_problem || e.needs_simulator) continue;  // needs a graph; its own tests cover it
     OptionValues all;
     for (const OptionInfo& o : e.options) all[o.key] = parse_default(o);
     EXPECT_NO_THROW(e.validate(all)) << e.name;
@@ -243,8 +244,8 @@ TEST(Registry, BadValuesNameTheKeyValueAndRule) {
 TEST(Registry, MakesEveryLearnerAndRejectsUnknownNames) {
   for (const LearnerEntry& e : learner_registry()) {
     const LearnerContext context{SearchSpace{3, {0, 2}}, 5};
-    if (e.needs_problem) {
-      EXPECT_THROW(make_learner({e.name, {}}, context), InputError) << e.name << " without a problem";
+    if (e.needs_problem || e.needs_simulator) {
+      EXPECT_THROW(make_learner({e.name, {}}, context), InputError) << e.name << " without a problem or simulator";
       continue;
     }
     std::unique_ptr<Learner> l = make_learner({e.name, {}}, context);

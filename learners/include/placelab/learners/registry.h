@@ -25,7 +25,9 @@
 #include "placelab/graph/placement.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine.h"
+#include "placelab/learners/grouping.h"
 #include "placelab/learners/learner.h"
+#include "placelab/sim/simulator.h"
 
 namespace placelab {
 
@@ -67,9 +69,15 @@ struct LearnerContext {
   SearchSpace space;
   uint64_t seed = 1;
   const PlacementProblem* problem = nullptr;  // the graph seen through the grouping; neural learners need it, table learners ignore it
-  // The best baseline's placement for this seed, one device of `space` per group (the device most
-  // of the group's ops are on), when the run has baselines: a start for search learners (mcmc).
+  // The run's baselines for this seed projected onto `space`'s groups (each group on the device most
+  // of its ops are on), the fastest of them once projected, when one fits: a start for search
+  // learners (mcmc, critpath).
   std::optional<Placement> best_baseline;
+  // For learners that read simulated schedules (critpath): the graph, the scenario's simulator of it
+  // and the grouping behind `space`. They re-read the schedule of placements already measured.
+  const OpGraph* graph = nullptr;
+  const Simulator* simulator = nullptr;
+  const Grouping* grouping = nullptr;
 };
 
 struct LearnerEntry {
@@ -80,6 +88,7 @@ struct LearnerEntry {
   std::vector<OptionInfo> options;   // every option, with the paper's defaults
   bool policy_gradient = false;      // the report's "vs policy gradient" reference
   bool needs_problem = false;        // make needs LearnerContext::problem
+  bool needs_simulator = false;      // make needs LearnerContext::graph, simulator and grouping
   // Throws InputError "<name>.<key> = <value>: must be <rule>" for an unknown key, a value of the
   // wrong kind or one that breaks its rule.
   std::function<void(const OptionValues&)> validate;
@@ -94,7 +103,7 @@ struct LearnerConfig {
 };
 
 // Every learner, in a fixed order: post, ppo, cross_entropy, grl, spotlight, hierarchical, eagle,
-// eagle_ce, reinforce.
+// eagle_ce, reinforce, mcmc, critpath.
 std::span<const LearnerEntry> learner_registry();
 // The entry whose name or alias is `name_or_alias`, or nullptr.
 const LearnerEntry* find_learner(std::string_view name_or_alias);

@@ -1,0 +1,393 @@
+#include "placelab/learners/critpath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "option_table.h"
+#include "placelab/sim/critical_path.h"
+#include "registry_entries.h"
+#include "require.h"
+#include "state_json.h"
+
+namespace placelab {
+
+void CritpathOptions::validate() const {
+  using detail::require;
+  require(start == "first" || start == "best_baseline", "critpath", "start", start, "must be first or best_baseline");
+  require(candidates >= 0, "critpath", "candidates", std::to_string(candidates), "must be >= 0");
+  require(step >= 1 && step <= 100000, "critpath", "step", std::to_string(step), "must be in [1, 100000]");
+  require(kick >= 1 && kick <= 100000, "critpath", "kick", std::to_string(kick), "must be in [1, 100000]");
+  require(pair_from >= 0 && pair_from <= 1000, "critpath", "pair_from", std::to_string(pair_from), "must be in [0, 1000]");
+  require(std::isfinite(oom_time_s) && oom_time_s > 0, "critpath", "oom_time_s", detail::real_text(oom_time_s),
+          "must be > 0");
+}
+
+CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uint64_t seed, const OpGraph& graph,
+                                 const Simulator& sim, const Grouping& grouping, std::optional<Placement> start)
+    : space_(std::move(space)), options_(std::move(options)), graph_(&graph), sim_(&sim), grouping_(&grouping),
+      rng_(seed) {
+  space_.validate();
+  options_.validate();
+  PLACELAB_CHECK(grouping.num_groups() == space_.num_groups && grouping.num_ops() == sim.num_ops() &&
+                 graph.num_ops() == sim.num_ops())
+      << grouping.num_groups() << " groups of " << grouping.num_ops() << " ops for a space of " << space_.num_groups
+      << " groups and a graph of " << sim.num_ops() << " ops";
+  current_.assign(space_.num_groups, space_.devices.front());
+  if (options_.start == "best_baseline") {
+    if (!start)
+      throw InputError("critpath.start = best_baseline: the run has no baseline that placed this graph (list one "
+                       "under `baselines:`)");
+    PLACELAB_CHECK(start->size() == space_.num_groups) << start->size() << " groups in the start placement";
+    for (DeviceId d : *start)
+      PLACELAB_CHECK(std::find(space_.devices.begin(), space_.devices.end(), d) != space_.devices.end())
+          << "start device " << d << " is not in the search space";
+    current_ = *start;
+  }
+  best_ = current_;
+  queue_ = {current_};
+  step_end_ = 1;
+}
+
+void CritpathLearner::set_sample_budget(int64_t samples) {
+  PLACELAB_CHECK(samples >= 1) << "sample budget " << samples;
+  budget_ = samples;
+}
+
+std::size_t CritpathLearner::samples_until_update() const { return step_end_ - next_; }
+
+std::vector<Placement> CritpathLearner::propose(std::size_t max_count) {
+  PLACELAB_CHECK(max_count >= 1) << "propose(0)";
+  const std::size_t n = std::min(max_count, step_end_ - next_);
+  std::vector<Placement> out(queue_.begin() + static_cast<std::ptrdiff_t>(next_),
+                             queue_.begin() + static_cast<std::ptrdiff_t>(next_ + n));
+  next_ += n;
+  return out;
+}
+
+void CritpathLearner::observe(std::span<const Placement> group_placements, std::span<const Measurement> measurements) {
+  PLACELAB_CHECK(group_placements.size() == measurements.size() && !group_placements.empty() &&
+                 group_placements.size() <= next_ && next_ <= step_end_)
+      << group_placements.size() << " placements and " << measurements.size() << " measurements";
+  for (std::size_t i = 0; i < group_placements.size(); ++i) {
+    const double t = measurements[i].oom ? options_.oom_time_s : measurements[i].step_time_s;
+    ++samples_seen_;
+    if (!have_best_ || t < best_time_s_) {
+      best_ = group_placements[i];
+      best_time_s_ = t;
+      have_best_ = true;
+    }
+    if (pending_) {
+      current_time_s_ = t;  // the start or a kicked placement: the search goes on from it, whatever its time
+    } else if (step_best_.empty() || t < step_best_time_s_) {
+      step_best_ = group_placements[i];
+      step_best_time_s_ = t;
+    }
+  }
+  if (next_ < step_end_) return;  // the step is not fully measured yet
+  if (pending_) {
+    pending_ = false;
+    plan_round();
+  } else {
+    if (!step_best_.empty() && step_best_time_s_ < current_time_s_ * (1 - 1e-9)) {
+      // First improvement: taken at once; the pass goes on with its remaining moves, applied to
+      // the new placement (a move that has become no move is dropped).
+      const Placement previous = std::exchange(current_, std::move(step_best_));
+      current_time_s_ = step_best_time_s_;
+      improved_in_pass_ = true;
+      std::vector<Placement> rest;
+      for (std::size_t q = next_; q < queue_.size(); ++q) {
+        Placement p = current_;
+        for (std::size_t g = 0; g < p.size(); ++g)
+          if (queue_[q][g] != previous[g]) p[g] = queue_[q][g];
+        if (p != current_) rest.push_back(std::move(p));
+      }
+      queue_ = std::move(rest);
+      next_ = 0;
+    }
+    if (next_ < queue_.size()) {
+      step_end_ = std::min(queue_.size(), next_ + static_cast<std::size_t>(options_.step));
+    } else if (improved_in_pass_) {
+      plan_round();  // a new pass, ordered by the new placement's critical path
+    } else if (!paired_ && plan_pairs()) {
+      // no single move helps: the path's best moves two at a time
+    } else {
+      plan_kick();  // a local optimum: restart near the best
+    }
+  }
+  step_best_.clear();
+}
+
+namespace {
+
+// A move of the search: group → device, and how promising the critical path says it is.
+struct Move {
+  GroupId group;
+  DeviceId device;
+};
+
+}  // namespace
+
+void CritpathLearner::plan_round() {
+  ++rounds_;
+  const Placement ops = grouping_->expand(current_);
+  const SimResult r = sim_->simulate(ops, SimOptions{.record_timeline = true});
+  const std::vector<CriticalLink> path = critical_path(*graph_, *sim_, r);
+  const std::vector<TimelineEvent>& ev = r.timeline;
+
+  // How busy each device of the space is over a window: B(t), the busy seconds before t summed over
+  // its slots, from the sorted starts and ends of its ops (O(log n) a window).
+  const std::size_t nd = space_.devices.size();
+  std::vector<int> space_index(sim_->machine().devices.size(), -1);
+  for (std::size_t k = 0; k < nd; ++k) space_index[space_.devices[k]] = static_cast<int>(k);
+  struct Busy {
+    std::vector<double> starts, ends, start_sums, end_sums;  // sorted; prefix sums with a leading 0
+    int slots = 1;
+  };
+  std::vector<Busy> busy(nd);
+  for (std::size_t k = 0; k < nd; ++k) busy[k].slots = std::max(1, sim_->machine().devices[space_.devices[k]].streams);
+  for (const TimelineEvent& e : ev)
+    if (e.kind == TimelineEvent::Kind::kOp && space_index[e.device] >= 0) {
+      Busy& b = busy[static_cast<std::size_t>(space_index[e.device])];
+      b.starts.push_back(e.start_s);
+      b.ends.push_back(e.end_s);
+    }
+  for (Busy& b : busy) {
+    std::sort(b.starts.begin(), b.starts.end());
+    std::sort(b.ends.begin(), b.ends.end());
+    b.start_sums.assign(1, 0.0);
+    b.end_sums.assign(1, 0.0);
+    for (double x : b.starts) b.start_sums.push_back(b.start_sums.back() + x);
+    for (double x : b.ends) b.end_sums.push_back(b.end_sums.back() + x);
+  }
+  auto busy_before = [](const Busy& b, double t) {
+    const auto ns = static_cast<std::size_t>(std::lower_bound(b.starts.begin(), b.starts.end(), t) - b.starts.begin());
+    const auto ne = static_cast<std::size_t>(std::lower_bound(b.ends.begin(), b.ends.end(), t) - b.ends.begin());
+    return (static_cast<double>(ns) * t - b.start_sums[ns]) - (static_cast<double>(ne) * t - b.end_sums[ne]);
+  };
+  auto idle_fraction = [&](std::size_t k, double from, double to) {
+    if (to <= from) return 0.0;
+    const double used = busy_before(busy[k], to) - busy_before(busy[k], from);
+    return std::clamp(1 - used / ((to - from) * busy[k].slots), 0.0, 1.0);
+  };
+
+  std::map<std::pair<GroupId, DeviceId>, double> score;
+  auto suggest = [&](GroupId g, DeviceId d, double gain) {
+    if (space_index[d] < 0 || current_[g] == d || gain <= 0) return;
+    score[{g, d}] += gain;
+  };
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    const TimelineEvent& e = ev[path[i].event];
+    const double length = e.end_s - e.start_s;
+    if (e.kind == TimelineEvent::Kind::kTransfer) {
+      // A copy on the path: bring the producer to the consumer or the consumer to the producer.
+      const double cost = length + path[i].waited_s;
+      suggest(grouping_->group_of(e.op), e.device, cost);
+      if (i + 1 < path.size() && ev[path[i + 1].event].kind == TimelineEvent::Kind::kOp)
+        suggest(grouping_->group_of(ev[path[i + 1].event].op), e.src_device, cost);
+      continue;
+    }
+    const GroupId g = grouping_->group_of(e.op);
+    // A blocker: the next event of the path was ready and waited for the slot this op held. Its
+    // group may run on a device that is idle meanwhile.
+    if (i + 1 < path.size() && path[i + 1].wait == CriticalLink::Wait::kDevice)
+      for (std::size_t k = 0; k < nd; ++k) suggest(g, space_.devices[k], length * idle_fraction(k, e.start_s, e.end_s));
+    // An op of the path that another device runs faster (a CPU beside GPUs, mixed GPUs).
+    for (std::size_t k = 0; k < nd; ++k)
+      suggest(g, space_.devices[k], length - sim_->op_time_s(e.op, space_.devices[k]));
+  }
+
+  // Every single move, those the path suggests first (most promising first, ties in (group,
+  // device) order), then the others in a random order: the round is a full neighbourhood, read in
+  // the order the path gives, and it ends at the first improvement.
+  std::vector<std::pair<double, Move>> ranked;
+  for (const auto& [key, s] : score) ranked.push_back({s, Move{key.first, key.second}});
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<Move> rest;
+  for (GroupId g = 0; g < space_.num_groups; ++g)
+    for (DeviceId d : space_.devices)
+      if (d != current_[g] && !score.contains({g, d})) rest.push_back({g, d});
+  for (std::size_t i = rest.size(); i > 1; --i) std::swap(rest[i - 1], rest[rng_() % i]);
+  for (const Move& m : rest) ranked.push_back({0.0, m});
+  if (options_.candidates > 0 && ranked.size() > static_cast<std::size_t>(options_.candidates))
+    ranked.resize(static_cast<std::size_t>(options_.candidates));
+  if (ranked.empty()) {
+    plan_kick();
+    return;
+  }
+  queue_.clear();
+  top_moves_.clear();
+  for (const auto& [s, m] : ranked) {
+    Placement p = current_;
+    p[m.group] = m.device;
+    queue_.push_back(std::move(p));
+    top_moves_.push_back({m.group, m.device});
+  }
+  paired_ = false;
+  improved_in_pass_ = false;
+  next_ = 0;
+  step_end_ = std::min(queue_.size(), static_cast<std::size_t>(options_.step));
+}
+
+bool CritpathLearner::plan_pairs() {
+  queue_.clear();
+  const std::size_t n = std::min<std::size_t>(top_moves_.size(), static_cast<std::size_t>(options_.pair_from));
+  for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t b = a + 1; b < n; ++b) {
+      if (top_moves_[a].first == top_moves_[b].first) continue;
+      Placement p = current_;
+      p[top_moves_[a].first] = top_moves_[a].second;
+      p[top_moves_[b].first] = top_moves_[b].second;
+      queue_.push_back(std::move(p));
+    }
+  paired_ = true;
+  improved_in_pass_ = false;
+  if (queue_.empty()) return false;
+  next_ = 0;
+  step_end_ = std::min(queue_.size(), static_cast<std::size_t>(options_.step));
+  return true;
+}
+
+void CritpathLearner::plan_kick() {
+  ++kicks_;
+  current_ = best_;
+  const std::size_t nd = space_.devices.size();
+  if (nd > 1)
+    for (int64_t k = 0; k < options_.kick; ++k) {
+      const std::size_t g = rng_() % space_.num_groups;
+      std::size_t here = 0;
+      while (space_.devices[here] != current_[g]) ++here;
+      current_[g] = space_.devices[(here + 1 + rng_() % (nd - 1)) % nd];
+    }
+  queue_ = {current_};
+  next_ = 0;
+  step_end_ = 1;
+  pending_ = true;
+}
+
+std::string CritpathLearner::save_state() const {
+  nlohmann::json j;
+  j["learner"] = name();
+  j["num_groups"] = space_.num_groups;
+  j["devices"] = space_.devices;
+  j["rng"] = detail::rng_to_string(rng_);
+  j["budget"] = budget_;
+  j["samples_seen"] = samples_seen_;
+  j["rounds"] = rounds_;
+  j["kicks"] = kicks_;
+  j["current"] = current_;
+  j["current_time_s"] = detail::bits(current_time_s_);
+  j["pending"] = pending_;
+  j["best"] = best_;
+  j["best_time_s"] = detail::bits(best_time_s_);
+  j["have_best"] = have_best_;
+  j["queue"] = queue_;
+  j["next"] = next_;
+  j["step_end"] = step_end_;
+  j["step_best"] = step_best_;
+  j["top_moves"] = top_moves_;
+  j["paired"] = paired_;
+  j["improved_in_pass"] = improved_in_pass_;
+  j["step_best_time_s"] = detail::bits(step_best_time_s_);
+  return j.dump();
+}
+
+void CritpathLearner::load_state(const std::string& state) {
+  const nlohmann::json j = detail::parse_state(state, "learner state");
+  try {
+    if (j.at("learner").get<std::string>() != name())
+      throw InputError("learner state: learner = \"" + j.at("learner").get<std::string>() + "\": must be \"critpath\"");
+    if (j.at("num_groups").get<std::size_t>() != space_.num_groups ||
+        j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
+      throw InputError("learner state: num_groups/devices: must match the learner's search space");
+    auto placement = [&](const char* key) {
+      Placement p = j.at(key).get<Placement>();
+      if (!p.empty() && p.size() != space_.num_groups)
+        throw InputError(std::string("learner state: ") + key + ": must place every group");
+      for (DeviceId d : p)
+        if (std::find(space_.devices.begin(), space_.devices.end(), d) == space_.devices.end())
+          throw InputError(std::string("learner state: ") + key + ": device " + std::to_string(d) +
+                           " is not in the search space");
+      return p;
+    };
+    std::vector<Placement> queue;
+    for (const auto& q : j.at("queue")) {
+      Placement p = q.get<Placement>();
+      if (p.size() != space_.num_groups) throw InputError("learner state: queue: must place every group");
+      queue.push_back(std::move(p));
+    }
+    const std::size_t next = j.at("next").get<std::size_t>(), step_end = j.at("step_end").get<std::size_t>();
+    if (queue.empty() || next > step_end || step_end > queue.size())
+      throw InputError("learner state: queue/next/step_end: must be a non-empty queue with next <= step_end <= its size");
+    Placement current = placement("current"), best = placement("best"), step_best = placement("step_best");
+    if (current.empty() || best.empty()) throw InputError("learner state: current/best: must place every group");
+    rng_ = detail::rng_from_string(j.at("rng").get<std::string>());
+    budget_ = j.at("budget").get<int64_t>();
+    samples_seen_ = j.at("samples_seen").get<int64_t>();
+    rounds_ = j.at("rounds").get<int64_t>();
+    kicks_ = j.at("kicks").get<int64_t>();
+    current_ = std::move(current);
+    current_time_s_ = detail::unbits(j.at("current_time_s"));
+    pending_ = j.at("pending").get<bool>();
+    best_ = std::move(best);
+    best_time_s_ = detail::unbits(j.at("best_time_s"));
+    have_best_ = j.at("have_best").get<bool>();
+    queue_ = std::move(queue);
+    next_ = next;
+    step_end_ = step_end;
+    step_best_ = std::move(step_best);
+    top_moves_ = j.at("top_moves").get<std::vector<std::pair<GroupId, DeviceId>>>();
+    for (const auto& [g, d] : top_moves_)
+      if (g >= space_.num_groups || std::find(space_.devices.begin(), space_.devices.end(), d) == space_.devices.end())
+        throw InputError("learner state: top_moves: group or device outside the search space");
+    paired_ = j.at("paired").get<bool>();
+    improved_in_pass_ = j.at("improved_in_pass").get<bool>();
+    step_best_time_s_ = detail::unbits(j.at("step_best_time_s"));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(std::string("learner state: ") + e.what());
+  }
+}
+
+// ---- Registry entry ----------------------------------------------------------------------------
+
+namespace {
+
+const detail::OptionTable<CritpathOptions>& critpath_options() {
+  using O = CritpathOptions;
+  static const detail::OptionTable<O> kTable(
+      "critpath",
+      {{"start", &O::start, "", "best_baseline: the run's best baseline; first: every group on the first device",
+        {"best_baseline", "first"}},
+       {"candidates", &O::candidates, ">= 0",
+        "moves tried per round, those the critical path suggests first; 0: every single move"},
+       {"step", &O::step, "in [1, 100000]", "candidates measured before the best improvement is taken"},
+       {"pair_from", &O::pair_from, "in [0, 1000]",
+        "when no single move helps, pairs of the round's best this many moves are tried before a kick (0: none)"},
+       {"kick", &O::kick, "in [1, 100000]", "groups moved at random from the best placement when a round fails"},
+       {"oom_time_s", &O::oom_time_s, "> 0", "step time (s) counted for an OOM placement (Post: 100 s)"}});
+  return kTable;
+}
+
+}  // namespace
+
+LearnerEntry detail::critpath_learner_entry() {
+  return {.name = "critpath",
+          .aliases = {},
+          .summary = "local search with moves read off the simulated step's critical path (queues on devices, copies), "
+                     "restarted from the best with random kicks",
+          .paper = "placelab (docs/learners.md, \"critpath\")",
+          .options = critpath_options().infos(),
+          .policy_gradient = false,
+          .needs_problem = false,
+          .needs_simulator = true,
+          .validate = [](const OptionValues& v) { critpath_options().build(v); },
+          .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
+            return std::make_unique<CritpathLearner>(c.space, critpath_options().build(v), c.seed, *c.graph,
+                                                     *c.simulator, *c.grouping, c.best_baseline);
+          }};
+}
+
+}  // namespace placelab

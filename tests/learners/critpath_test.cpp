@@ -1,0 +1,161 @@
+// critpath, the search that reads the simulated step's critical path: finds the exhaustive optimum
+// of a small fork-join problem, tries the path's moves first, is deterministic by seed and resumes
+// exactly.
+#include "placelab/learners/critpath.h"
+
+#include <gtest/gtest.h>
+
+#include "placelab/graph/error.h"
+#include "placelab/learners/registry.h"
+#include "placelab/learners/trainer.h"
+#include "placelab/sim/sim_environment.h"
+#include "toy.h"
+
+namespace placelab {
+namespace {
+
+// Four branches of five 1 ms ops between a source and a sink, on four toy GPUs: group b is branch
+// b (its variable and chain), group 4 the source, sink and the CPU-only save.
+struct ForkJoin {
+  Machine machine = testing::toy_machine(4);
+  testing::FlopsCostModel cost{machine};
+  OpGraph graph = testing::fork_join(4, 5, 1e10, 1 << 20);
+  Simulator sim{graph, cost};
+  Grouping grouping;
+  SearchSpace space{5, {1, 2, 3, 4}};
+
+  ForkJoin() {
+    std::vector<GroupId> labels(graph.num_ops(), 4);
+    for (OpId op = 0; op < graph.num_ops(); ++op) {
+      const std::string& name = graph.op(op).name;
+      if (name.starts_with("branch")) labels[op] = static_cast<GroupId>(name[6] - '0');
+    }
+    grouping = Grouping(std::move(labels));
+  }
+  double time(const Placement& groups) const { return sim.simulate(grouping.expand(groups)).step_time_s; }
+  // The best of all 4^5 group placements.
+  double optimum() const {
+    double best = INFINITY;
+    Placement p(5);
+    for (int code = 0; code < 1024; ++code) {
+      for (int g = 0, c = code; g < 5; ++g, c /= 4) p[static_cast<std::size_t>(g)] = static_cast<DeviceId>(1 + c % 4);
+      best = std::min(best, time(p));
+    }
+    return best;
+  }
+};
+
+CritpathOptions from_first() {
+  CritpathOptions o;
+  o.start = "first";
+  return o;
+}
+
+TrainSummary run(Learner& l, const ForkJoin& f, int64_t budget) {
+  SimEnvironment env(f.sim);
+  TrainerOptions o;
+  o.sample_budget = budget;
+  o.batch_size = 12;
+  return train(l, f.grouping, env, o);
+}
+
+TEST(Critpath, FindsTheExhaustiveOptimumOfAForkJoin) {
+  const ForkJoin f;
+  CritpathLearner l(f.space, from_first(), 1, f.graph, f.sim, f.grouping);
+  const TrainSummary s = run(l, f, 120);
+  EXPECT_EQ(s.status, TrainSummary::Status::kFinished);
+  const double single = f.time(Placement(5, 1));
+  EXPECT_NEAR(s.curve.front().step_time_s, single, 1e-15);  // the start is measured first
+  EXPECT_NEAR(s.best_step_time_s, f.optimum(), 1e-12) << "single GPU " << single;
+  EXPECT_LT(s.best_step_time_s, 0.4 * single);
+}
+
+// From one GPU, all four branches queue on it: the path's first suggestions move a branch to an
+// idle GPU, so the first candidate proposed after the start already moves a branch group.
+TEST(Critpath, TriesThePathsMovesFirst) {
+  const ForkJoin f;
+  CritpathLearner l(f.space, from_first(), 1, f.graph, f.sim, f.grouping);
+  l.set_sample_budget(100);
+  const auto start = l.propose(12);
+  ASSERT_EQ(start.size(), 1u);
+  SimEnvironment env(f.sim);
+  auto measure = [&](const std::vector<Placement>& groups) {
+    std::vector<Placement> ops;
+    for (const Placement& p : groups) ops.push_back(f.grouping.expand(p));
+    return env.evaluate(ops);
+  };
+  l.observe(start, measure(start));
+  const auto first = l.propose(12);
+  ASSERT_EQ(first.size(), 6u);  // options.step
+  int moved = -1;
+  for (std::size_t g = 0; g < 5; ++g)
+    if (first[0][g] != 1) moved = static_cast<int>(g);
+  EXPECT_GE(moved, 0);
+  EXPECT_LT(moved, 4) << "a branch, not the source/sink group";
+  EXPECT_LT(f.time(first[0]), f.time(start[0]));
+}
+
+TEST(Critpath, DeterministicBySeedAndResumesExactly) {
+  const ForkJoin f;
+  auto curve_of = [&](uint64_t seed) {
+    std::unique_ptr<Learner> l =
+        make_learner(LearnerConfig{"critpath", {{"start", std::string("first")}, {"kick", int64_t{2}}}},
+                     LearnerContext{.space = f.space, .seed = seed, .graph = &f.graph, .simulator = &f.sim,
+                                    .grouping = &f.grouping});
+    std::vector<double> out;
+    for (const CurvePoint& c : run(*l, f, 300).curve) out.push_back(c.step_time_s);
+    return out;
+  };
+  EXPECT_EQ(curve_of(9), curve_of(9));
+  EXPECT_NE(curve_of(9), curve_of(10));  // kicks draw from the seed once the search is stuck
+
+  SimEnvironment env(f.sim);
+  auto measure = [&](const std::vector<Placement>& groups) {
+    std::vector<Placement> ops;
+    for (const Placement& p : groups) ops.push_back(f.grouping.expand(p));
+    return env.evaluate(ops);
+  };
+  CritpathLearner a(f.space, from_first(), 8, f.graph, f.sim, f.grouping);
+  a.set_sample_budget(400);
+  for (int i = 0; i < 23; ++i) {
+    auto ps = a.propose(5);
+    a.observe(ps, measure(ps));
+  }
+  CritpathLearner b(f.space, from_first(), 99, f.graph, f.sim, f.grouping);
+  b.load_state(a.save_state());
+  EXPECT_EQ(b.save_state(), a.save_state());
+  for (int i = 0; i < 60; ++i) {
+    auto pa = a.propose(3), pb = b.propose(3);
+    ASSERT_EQ(pa, pb);
+    auto ma = measure(pa);
+    a.observe(pa, ma);
+    b.observe(pb, ma);
+  }
+  EXPECT_EQ(a.save_state(), b.save_state());
+  EXPECT_GT(a.kicks(), 0);
+  CritpathLearner other(SearchSpace{5, {1, 2, 3}}, from_first(), 1, f.graph, f.sim, f.grouping);
+  EXPECT_THROW(other.load_state(a.save_state()), InputError);
+}
+
+TEST(Critpath, StartsFromTheBestBaselineAndValidatesItsOptions) {
+  const ForkJoin f;
+  const Placement start{1, 2, 3, 4, 1};
+  CritpathLearner l(f.space, CritpathOptions{}, 1, f.graph, f.sim, f.grouping, start);
+  l.set_sample_budget(10);
+  EXPECT_EQ(l.propose(4), std::vector<Placement>{start});
+  EXPECT_THROW(CritpathLearner(f.space, CritpathOptions{}, 1, f.graph, f.sim, f.grouping), InputError);
+  CritpathOptions o;
+  o.step = 0;
+  try {
+    o.validate();
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "critpath.step = 0: must be in [1, 100000]");
+  }
+  o = {};
+  o.start = "random";
+  EXPECT_THROW(o.validate(), InputError);
+}
+
+}  // namespace
+}  // namespace placelab
