@@ -48,8 +48,14 @@ CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uin
     current_ = *start;
   }
   best_ = current_;
-  queue_ = {current_};
+  queue_ = {Candidate{}};
   step_end_ = 1;
+}
+
+Placement CritpathLearner::apply(const Candidate& c) const {
+  Placement p = current_;
+  for (uint8_t k = 0; k < c.moves; ++k) p[c.group[k]] = c.device[k];
+  return p;
 }
 
 void CritpathLearner::set_sample_budget(int64_t samples) {
@@ -62,8 +68,8 @@ std::size_t CritpathLearner::samples_until_update() const { return step_end_ - n
 std::vector<Placement> CritpathLearner::propose(std::size_t max_count) {
   PLACELAB_CHECK(max_count >= 1) << "propose(0)";
   const std::size_t n = std::min(max_count, step_end_ - next_);
-  std::vector<Placement> out(queue_.begin() + static_cast<std::ptrdiff_t>(next_),
-                             queue_.begin() + static_cast<std::ptrdiff_t>(next_ + n));
+  std::vector<Placement> out;
+  for (std::size_t i = next_; i < next_ + n; ++i) out.push_back(apply(queue_[i]));
   next_ += n;
   return out;
 }
@@ -72,6 +78,7 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
   PLACELAB_CHECK(group_placements.size() == measurements.size() && !group_placements.empty() &&
                  group_placements.size() <= next_ && next_ <= step_end_)
       << group_placements.size() << " placements and " << measurements.size() << " measurements";
+  const std::size_t first = next_ - group_placements.size();  // queue_ index of group_placements[0]
   for (std::size_t i = 0; i < group_placements.size(); ++i) {
     const double t = measurements[i].oom ? options_.oom_time_s : measurements[i].step_time_s;
     ++samples_seen_;
@@ -82,8 +89,8 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
     }
     if (pending_) {
       current_time_s_ = t;  // the start or a kicked placement: the search goes on from it, whatever its time
-    } else if (step_best_.empty() || t < step_best_time_s_) {
-      step_best_ = group_placements[i];
+    } else if (!step_best_ || t < step_best_time_s_) {
+      step_best_ = queue_[first + i];
       step_best_time_s_ = t;
     }
   }
@@ -92,18 +99,17 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
     pending_ = false;
     plan_round();
   } else {
-    if (!step_best_.empty() && step_best_time_s_ < current_time_s_ * (1 - 1e-9)) {
+    if (step_best_ && step_best_time_s_ < current_time_s_ * (1 - 1e-9)) {
       // First improvement: taken at once; the pass goes on with its remaining moves, applied to
       // the new placement (a move that has become no move is dropped).
-      const Placement previous = std::exchange(current_, std::move(step_best_));
+      current_ = apply(*step_best_);
       current_time_s_ = step_best_time_s_;
       improved_in_pass_ = true;
-      std::vector<Placement> rest;
+      std::vector<Candidate> rest;
       for (std::size_t q = next_; q < queue_.size(); ++q) {
-        Placement p = current_;
-        for (std::size_t g = 0; g < p.size(); ++g)
-          if (queue_[q][g] != previous[g]) p[g] = queue_[q][g];
-        if (p != current_) rest.push_back(std::move(p));
+        bool moves = false;
+        for (uint8_t k = 0; k < queue_[q].moves; ++k) moves |= current_[queue_[q].group[k]] != queue_[q].device[k];
+        if (moves) rest.push_back(queue_[q]);
       }
       queue_ = std::move(rest);
       next_ = 0;
@@ -118,7 +124,7 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
       plan_kick();  // a local optimum: restart near the best
     }
   }
-  step_best_.clear();
+  step_best_.reset();
 }
 
 namespace {
@@ -219,13 +225,10 @@ void CritpathLearner::plan_round() {
     return;
   }
   queue_.clear();
-  top_moves_.clear();
-  for (const auto& [s, m] : ranked) {
-    Placement p = current_;
-    p[m.group] = m.device;
-    queue_.push_back(std::move(p));
-    top_moves_.push_back({m.group, m.device});
-  }
+  for (const auto& [s, m] : ranked) queue_.push_back(Candidate{1, {m.group, 0}, {m.device, 0}});
+  top_moves_.assign(queue_.begin(),
+                    queue_.begin() + static_cast<std::ptrdiff_t>(
+                                         std::min<std::size_t>(queue_.size(), static_cast<std::size_t>(options_.pair_from))));
   paired_ = false;
   improved_in_pass_ = false;
   next_ = 0;
@@ -234,15 +237,11 @@ void CritpathLearner::plan_round() {
 
 bool CritpathLearner::plan_pairs() {
   queue_.clear();
-  const std::size_t n = std::min<std::size_t>(top_moves_.size(), static_cast<std::size_t>(options_.pair_from));
-  for (std::size_t a = 0; a < n; ++a)
-    for (std::size_t b = a + 1; b < n; ++b) {
-      if (top_moves_[a].first == top_moves_[b].first) continue;
-      Placement p = current_;
-      p[top_moves_[a].first] = top_moves_[a].second;
-      p[top_moves_[b].first] = top_moves_[b].second;
-      queue_.push_back(std::move(p));
-    }
+  for (std::size_t a = 0; a < top_moves_.size(); ++a)
+    for (std::size_t b = a + 1; b < top_moves_.size(); ++b)
+      if (top_moves_[a].group[0] != top_moves_[b].group[0])
+        queue_.push_back(Candidate{2, {top_moves_[a].group[0], top_moves_[b].group[0]},
+                                   {top_moves_[a].device[0], top_moves_[b].device[0]}});
   paired_ = true;
   improved_in_pass_ = false;
   if (queue_.empty()) return false;
@@ -262,11 +261,22 @@ void CritpathLearner::plan_kick() {
       while (space_.devices[here] != current_[g]) ++here;
       current_[g] = space_.devices[(here + 1 + rng_() % (nd - 1)) % nd];
     }
-  queue_ = {current_};
+  queue_ = {Candidate{}};
   next_ = 0;
   step_end_ = 1;
   pending_ = true;
 }
+
+namespace {
+
+// A candidate as [moves, group, device, group, device].
+nlohmann::json candidates_json(std::span<const CritpathLearner::Candidate> cs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : cs) out.push_back({c.moves, c.group[0], c.device[0], c.group[1], c.device[1]});
+  return out;
+}
+
+}  // namespace
 
 std::string CritpathLearner::save_state() const {
   nlohmann::json j;
@@ -284,13 +294,13 @@ std::string CritpathLearner::save_state() const {
   j["best"] = best_;
   j["best_time_s"] = detail::bits(best_time_s_);
   j["have_best"] = have_best_;
-  j["queue"] = queue_;
+  j["queue"] = candidates_json(queue_);
   j["next"] = next_;
   j["step_end"] = step_end_;
-  j["step_best"] = step_best_;
-  j["top_moves"] = top_moves_;
+  j["top_moves"] = candidates_json(top_moves_);
   j["paired"] = paired_;
   j["improved_in_pass"] = improved_in_pass_;
+  j["step_best"] = step_best_ ? candidates_json(std::span(&*step_best_, 1)) : nlohmann::json::array();
   j["step_best_time_s"] = detail::bits(step_best_time_s_);
   return j.dump();
 }
@@ -303,27 +313,40 @@ void CritpathLearner::load_state(const std::string& state) {
     if (j.at("num_groups").get<std::size_t>() != space_.num_groups ||
         j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
       throw InputError("learner state: num_groups/devices: must match the learner's search space");
+    auto in_space = [&](DeviceId d) {
+      return std::find(space_.devices.begin(), space_.devices.end(), d) != space_.devices.end();
+    };
     auto placement = [&](const char* key) {
       Placement p = j.at(key).get<Placement>();
-      if (!p.empty() && p.size() != space_.num_groups)
-        throw InputError(std::string("learner state: ") + key + ": must place every group");
+      if (p.size() != space_.num_groups) throw InputError(std::string("learner state: ") + key + ": must place every group");
       for (DeviceId d : p)
-        if (std::find(space_.devices.begin(), space_.devices.end(), d) == space_.devices.end())
+        if (!in_space(d))
           throw InputError(std::string("learner state: ") + key + ": device " + std::to_string(d) +
                            " is not in the search space");
       return p;
     };
-    std::vector<Placement> queue;
-    for (const auto& q : j.at("queue")) {
-      Placement p = q.get<Placement>();
-      if (p.size() != space_.num_groups) throw InputError("learner state: queue: must place every group");
-      queue.push_back(std::move(p));
-    }
+    auto candidates = [&](const char* key) {
+      std::vector<Candidate> out;
+      for (const auto& q : j.at(key)) {
+        const auto v = q.get<std::array<uint32_t, 5>>();
+        if (v[0] > 2 || v[2] > UINT16_MAX || v[4] > UINT16_MAX)
+          throw InputError(std::string("learner state: ") + key + ": at most two moves a candidate, device ids < 65536");
+        const Candidate c{static_cast<uint8_t>(v[0]),
+                          {v[1], v[3]},
+                          {static_cast<DeviceId>(v[2]), static_cast<DeviceId>(v[4])}};
+        for (uint8_t k = 0; k < c.moves; ++k)
+          if (c.group[k] >= space_.num_groups || !in_space(c.device[k]))
+            throw InputError(std::string("learner state: ") + key + ": a move outside the search space");
+        out.push_back(c);
+      }
+      return out;
+    };
+    std::vector<Candidate> queue = candidates("queue"), top = candidates("top_moves"), step_best = candidates("step_best");
     const std::size_t next = j.at("next").get<std::size_t>(), step_end = j.at("step_end").get<std::size_t>();
     if (queue.empty() || next > step_end || step_end > queue.size())
       throw InputError("learner state: queue/next/step_end: must be a non-empty queue with next <= step_end <= its size");
-    Placement current = placement("current"), best = placement("best"), step_best = placement("step_best");
-    if (current.empty() || best.empty()) throw InputError("learner state: current/best: must place every group");
+    if (step_best.size() > 1) throw InputError("learner state: step_best: at most one candidate");
+    Placement current = placement("current"), best = placement("best");
     rng_ = detail::rng_from_string(j.at("rng").get<std::string>());
     budget_ = j.at("budget").get<int64_t>();
     samples_seen_ = j.at("samples_seen").get<int64_t>();
@@ -338,13 +361,11 @@ void CritpathLearner::load_state(const std::string& state) {
     queue_ = std::move(queue);
     next_ = next;
     step_end_ = step_end;
-    step_best_ = std::move(step_best);
-    top_moves_ = j.at("top_moves").get<std::vector<std::pair<GroupId, DeviceId>>>();
-    for (const auto& [g, d] : top_moves_)
-      if (g >= space_.num_groups || std::find(space_.devices.begin(), space_.devices.end(), d) == space_.devices.end())
-        throw InputError("learner state: top_moves: group or device outside the search space");
+    top_moves_ = std::move(top);
     paired_ = j.at("paired").get<bool>();
     improved_in_pass_ = j.at("improved_in_pass").get<bool>();
+    step_best_.reset();
+    if (!step_best.empty()) step_best_ = step_best.front();
     step_best_time_s_ = detail::unbits(j.at("step_best_time_s"));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(std::string("learner state: ") + e.what());

@@ -11,6 +11,7 @@
 //   CritpathLearner cp(SearchSpace{groups, gpus}, CritpathOptions{}, seed, graph, sim, grouping, start);
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,6 +55,14 @@ class CritpathLearner final : public Learner {
   std::string save_state() const override;
   void load_state(const std::string& state) override;
 
+  // A candidate: current_ with up to two groups moved (none: current_ itself, the start or a kick).
+  // Kept as moves, not placements, so a round over every single move of 10,000 groups stays small.
+  struct Candidate {
+    uint8_t moves = 0;
+    std::array<GroupId, 2> group{};
+    std::array<DeviceId, 2> device{};
+  };
+
   double current_time_s() const { return current_time_s_; }
   int64_t rounds() const { return rounds_; }
   int64_t kicks() const { return kicks_; }
@@ -83,13 +92,15 @@ class CritpathLearner final : public Learner {
   Placement best_;
   double best_time_s_ = 0;
   bool have_best_ = false;
-  std::vector<Placement> queue_;   // this round's candidates, in order
+  Placement apply(const Candidate& c) const;
+
+  std::vector<Candidate> queue_;   // this round's candidates, in order
   std::size_t next_ = 0;           // the first of queue_ not yet proposed
   std::size_t step_end_ = 0;       // proposals up to here are measured before an improvement is taken
-  std::vector<std::pair<GroupId, DeviceId>> top_moves_;  // the last round's moves, best first
+  std::vector<Candidate> top_moves_;  // the last round's single moves, best first
   bool paired_ = false;            // queue_ holds pairs of top_moves_
   bool improved_in_pass_ = false;  // a move of the current pass was taken
-  Placement step_best_;            // the best candidate of the current step
+  std::optional<Candidate> step_best_;  // the best candidate of the current step
   double step_best_time_s_ = 0;
 };
 
