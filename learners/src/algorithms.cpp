@@ -138,10 +138,7 @@ Choice TableLearner::to_choice(const Placement& group_placement) const {
 }
 
 std::string TableLearner::save_common(const std::string& extra_json) const {
-  nlohmann::json j;
-  j["learner"] = name();
-  j["num_groups"] = space_.num_groups;
-  j["devices"] = space_.devices;
+  nlohmann::json j = detail::state_header(*this);
   j["policy"] = policy_.to_string();
   j["rng"] = detail::rng_to_string(rng_);
   j["budget"] = budget_;
@@ -153,12 +150,7 @@ std::string TableLearner::save_common(const std::string& extra_json) const {
 std::string TableLearner::load_common(const std::string& state) {
   const nlohmann::json j = detail::parse_state(state, "learner state");
   try {
-    if (j.at("learner").get<std::string>() != name())
-      throw InputError("learner state: learner = \"" + j.at("learner").get<std::string>() + "\": must be \"" +
-                       name() + "\"");
-    if (j.at("num_groups").get<std::size_t>() != space_.num_groups ||
-        j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
-      throw InputError("learner state: num_groups/devices: must match the learner's search space");
+    detail::check_state_header(j, *this);
     SoftmaxTablePolicy policy = SoftmaxTablePolicy::from_string(j.at("policy").get<std::string>());
     if (policy.num_groups() != space_.num_groups || policy.num_devices() != space_.devices.size())
       throw InputError("learner state: policy: shape must match the search space");

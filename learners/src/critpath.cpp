@@ -279,10 +279,7 @@ nlohmann::json candidates_json(std::span<const CritpathLearner::Candidate> cs) {
 }  // namespace
 
 std::string CritpathLearner::save_state() const {
-  nlohmann::json j;
-  j["learner"] = name();
-  j["num_groups"] = space_.num_groups;
-  j["devices"] = space_.devices;
+  nlohmann::json j = detail::state_header(*this);
   j["rng"] = detail::rng_to_string(rng_);
   j["budget"] = budget_;
   j["samples_seen"] = samples_seen_;
@@ -308,22 +305,9 @@ std::string CritpathLearner::save_state() const {
 void CritpathLearner::load_state(const std::string& state) {
   const nlohmann::json j = detail::parse_state(state, "learner state");
   try {
-    if (j.at("learner").get<std::string>() != name())
-      throw InputError("learner state: learner = \"" + j.at("learner").get<std::string>() + "\": must be \"critpath\"");
-    if (j.at("num_groups").get<std::size_t>() != space_.num_groups ||
-        j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
-      throw InputError("learner state: num_groups/devices: must match the learner's search space");
+    detail::check_state_header(j, *this);
     auto in_space = [&](DeviceId d) {
       return std::find(space_.devices.begin(), space_.devices.end(), d) != space_.devices.end();
-    };
-    auto placement = [&](const char* key) {
-      Placement p = j.at(key).get<Placement>();
-      if (p.size() != space_.num_groups) throw InputError(std::string("learner state: ") + key + ": must place every group");
-      for (DeviceId d : p)
-        if (!in_space(d))
-          throw InputError(std::string("learner state: ") + key + ": device " + std::to_string(d) +
-                           " is not in the search space");
-      return p;
     };
     auto candidates = [&](const char* key) {
       std::vector<Candidate> out;
@@ -346,7 +330,7 @@ void CritpathLearner::load_state(const std::string& state) {
     if (queue.empty() || next > step_end || step_end > queue.size())
       throw InputError("learner state: queue/next/step_end: must be a non-empty queue with next <= step_end <= its size");
     if (step_best.size() > 1) throw InputError("learner state: step_best: at most one candidate");
-    Placement current = placement("current"), best = placement("best");
+    Placement current = detail::space_placement(j, "current", space_), best = detail::space_placement(j, "best", space_);
     rng_ = detail::rng_from_string(j.at("rng").get<std::string>());
     budget_ = j.at("budget").get<int64_t>();
     samples_seen_ = j.at("samples_seen").get<int64_t>();

@@ -81,10 +81,7 @@ void McmcLearner::observe(std::span<const Placement> group_placements, std::span
 }
 
 std::string McmcLearner::save_state() const {
-  nlohmann::json j;
-  j["learner"] = name();
-  j["num_groups"] = space_.num_groups;
-  j["devices"] = space_.devices;
+  nlohmann::json j = detail::state_header(*this);
   j["rng"] = detail::rng_to_string(rng_);
   j["budget"] = budget_;
   j["samples_seen"] = samples_seen_;
@@ -98,17 +95,8 @@ std::string McmcLearner::save_state() const {
 void McmcLearner::load_state(const std::string& state) {
   const nlohmann::json j = detail::parse_state(state, "learner state");
   try {
-    if (j.at("learner").get<std::string>() != name())
-      throw InputError("learner state: learner = \"" + j.at("learner").get<std::string>() + "\": must be \"mcmc\"");
-    if (j.at("num_groups").get<std::size_t>() != space_.num_groups ||
-        j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
-      throw InputError("learner state: num_groups/devices: must match the learner's search space");
-    Placement current = j.at("current").get<Placement>();
-    if (current.size() != space_.num_groups)
-      throw InputError("learner state: current: must place every group");
-    for (DeviceId d : current)
-      if (std::find(space_.devices.begin(), space_.devices.end(), d) == space_.devices.end())
-        throw InputError("learner state: current: device " + std::to_string(d) + " is not in the search space");
+    detail::check_state_header(j, *this);
+    Placement current = detail::space_placement(j, "current", space_);
     rng_ = detail::rng_from_string(j.at("rng").get<std::string>());
     budget_ = j.at("budget").get<int64_t>();
     samples_seen_ = j.at("samples_seen").get<int64_t>();

@@ -273,10 +273,7 @@ void Seq2SeqLearner::log_prob_gradient(std::span<const double> weights, nn::Matr
 }
 
 std::string Seq2SeqLearner::save_state() const {
-  nlohmann::json j;
-  j["learner"] = name();
-  j["num_groups"] = space_.num_groups;
-  j["devices"] = space_.devices;
+  nlohmann::json j = detail::state_header(*this);
   const std::vector<float> w = params_.values();
   j["weights"] = detail::floats_to_base64(w.data(), w.size());
   const std::vector<float> m = adam_.first_moments(), v = adam_.second_moments();
@@ -302,11 +299,7 @@ std::string Seq2SeqLearner::save_state() const {
 void Seq2SeqLearner::load_state(const std::string& state) {
   const nlohmann::json j = detail::parse_state(state, "learner state");
   try {
-    if (j.at("learner").get<std::string>() != name())
-      throw InputError("learner state: learner = \"" + j.at("learner").get<std::string>() + "\": must be \"" + name() + "\"");
-    if (j.at("num_groups").get<std::size_t>() != space_.num_groups ||
-        j.at("devices").get<std::vector<DeviceId>>() != space_.devices)
-      throw InputError("learner state: num_groups/devices: must match the learner's search space");
+    detail::check_state_header(j, *this);
     const std::vector<float> w = detail::floats_from_base64(j.at("weights").get<std::string>(), "learner state: weights");
     if (static_cast<nn::Index>(w.size()) != params_.num_values())
       throw InputError("learner state: weights: " + std::to_string(w.size()) + " values for a policy of " +

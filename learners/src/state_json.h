@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "placelab/graph/error.h"
+#include "placelab/learners/learner.h"
 #include "placelab/learners/policy.h"
 
 namespace placelab::detail {
@@ -107,6 +108,37 @@ inline nlohmann::json parse_state(const std::string& text, const char* what) {
   } catch (const nlohmann::json::exception& e) {
     throw InputError(std::string(what) + ": not valid JSON: " + e.what());
   }
+}
+
+// The fields every learner's state starts with: whose state it is and over which search space.
+inline nlohmann::json state_header(const Learner& learner) {
+  nlohmann::json j;
+  j["learner"] = learner.name();
+  j["num_groups"] = learner.space().num_groups;
+  j["devices"] = learner.space().devices;
+  return j;
+}
+
+// Throws InputError unless `j` (inside a try that turns json errors into InputError) is a state of
+// `learner` over its search space: a state never loads into another learner or space.
+inline void check_state_header(const nlohmann::json& j, const Learner& learner) {
+  if (j.at("learner").get<std::string>() != learner.name())
+    throw InputError("learner state: learner = \"" + j.at("learner").get<std::string>() + "\": must be \"" +
+                     learner.name() + "\"");
+  if (j.at("num_groups").get<std::size_t>() != learner.space().num_groups ||
+      j.at("devices").get<std::vector<DeviceId>>() != learner.space().devices)
+    throw InputError("learner state: num_groups/devices: must match the learner's search space");
+}
+
+// The group placement stored under `key`, checked: one device of the search space per group.
+inline Placement space_placement(const nlohmann::json& j, const char* key, const SearchSpace& space) {
+  Placement p = j.at(key).get<Placement>();
+  if (p.size() != space.num_groups) throw InputError(std::string("learner state: ") + key + ": must place every group");
+  for (DeviceId d : p)
+    if (std::find(space.devices.begin(), space.devices.end(), d) == space.devices.end())
+      throw InputError(std::string("learner state: ") + key + ": device " + std::to_string(d) +
+                       " is not in the search space");
+  return p;
 }
 
 }  // namespace placelab::detail
