@@ -52,7 +52,7 @@ json learner_json(const LearnerEntry& e) {
   }
   return {{"name", e.name},       {"aliases", e.aliases},
           {"summary", e.summary}, {"paper", e.paper},
-          {"policy_gradient", e.policy_gradient}, {"needs_problem", e.needs_problem}, {"needs_simulator", e.needs_simulator},
+          {"policy_gradient", e.policy_gradient}, {"needs_problem", e.needs_problem}, {"needs_simulator", e.needs_simulator}, {"places_ops", e.places_ops},
           {"options", options}};
 }
 
@@ -89,6 +89,7 @@ void print_learner(const LearnerEntry& e, bool full) {
   if (e.policy_gradient) fmt::print("  the report's \"vs policy gradient\" reference\n");
   if (e.needs_problem) fmt::print("  reads the graph through the grouping (a neural policy)\n");
   if (e.needs_simulator) fmt::print("  reads the simulated schedules of the placements it measured (critical paths)\n");
+  if (e.places_ops) fmt::print("  places single ops; the scenario's groups are moves it makes whole\n");
   if (full) fmt::print("\n");
   print_options(e, full);
   if (full && !e.options.empty()) {

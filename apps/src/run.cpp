@@ -339,11 +339,14 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
         if (opt.progress) fmt::print(stderr, "{:<22} already finished, kept\n", tag);
       } else {
         Grouping grouping = make_scenario_grouping(s, g, seed);
-        space.num_groups = grouping.num_groups();
+        const LearnerEntry* entry = find_learner(ls.config.name);
+        // What the learner places: the scenario's groups, or single ops for a learner that refines
+        // them (critpath: the groups are moves it makes whole, beside moves of single ops).
+        const Grouping trained = entry && entry->places_ops ? Grouping::identity(g.num_ops()) : grouping;
+        space.num_groups = trained.num_groups();
         // Neural learners read the graph through the grouping; the table learners need only its size.
         std::optional<PlacementProblem> problem;
-        if (const LearnerEntry* entry = find_learner(ls.config.name); entry && entry->needs_problem)
-          problem = describe_problem(g, grouping);
+        if (entry && entry->needs_problem) problem = describe_problem(g, grouping);
         std::unique_ptr<Learner> learner;
         try {
           LearnerContext context{space, seed, problem ? &*problem : nullptr};
@@ -352,8 +355,8 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
           // schedule can lose much of its speed in that projection.
           double best_start = INFINITY;
           for (const Placement& p : baseline_placements[seed]) {
-            Placement start = grouping.majority(p, space.devices);
-            const SimResult res = sim.simulate(grouping.expand(start));
+            Placement start = trained.majority(p, space.devices);
+            const SimResult res = sim.simulate(trained.expand(start));
             if (!res.oom && res.step_time_s < best_start) {
               best_start = res.step_time_s;
               context.best_baseline = std::move(start);
@@ -375,7 +378,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
         to.resume = resume;
         ProgressBar bar(tag, s.samples, opt.progress);
         ProgressObserver obs(bar, opt.stop_after_samples);
-        TrainSummary t = train(*learner, grouping, *sample_env, to, verify_env.get(), &obs);
+        TrainSummary t = train(*learner, trained, *sample_env, to, verify_env.get(), &obs);
         bar.finish(t.samples, t.best_step_time_s);
         if (t.resumed_from > 0 && opt.progress)
           fmt::print(stderr, "{:<22} resumed from its checkpoint at sample {}\n", tag, t.resumed_from);
@@ -384,7 +387,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
              {"status", status_name(t.status)},
              {"message", t.message},
              {"samples", t.samples},
-             {"groups", grouping.num_groups()},
+             {"groups", trained.num_groups()},
              {"best_s", number_or_null(t.best_step_time_s)},
              {"best_sample", t.best_sample},
              {"best_placement", t.best_placement}};

@@ -27,25 +27,25 @@ void CritpathOptions::validate() const {
 }
 
 CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uint64_t seed, const OpGraph& graph,
-                                 const Simulator& sim, const Grouping& grouping, std::optional<Placement> start)
-    : space_(std::move(space)), options_(std::move(options)), graph_(&graph), sim_(&sim), grouping_(&grouping),
-      rng_(seed) {
+                                 const Simulator& sim, const Grouping& groups, std::optional<Placement> start)
+    : space_(std::move(space)), options_(std::move(options)), graph_(&graph), sim_(&sim), grouping_(&groups),
+      members_(groups.members()), rng_(seed) {
   space_.validate();
   options_.validate();
-  PLACELAB_CHECK(grouping.num_groups() == space_.num_groups && grouping.num_ops() == sim.num_ops() &&
-                 graph.num_ops() == sim.num_ops())
-      << grouping.num_groups() << " groups of " << grouping.num_ops() << " ops for a space of " << space_.num_groups
-      << " groups and a graph of " << sim.num_ops() << " ops";
+  PLACELAB_CHECK(space_.num_groups == graph.num_ops() && groups.num_ops() == graph.num_ops() &&
+                 sim.num_ops() == graph.num_ops())
+      << "a space of " << space_.num_groups << " for " << graph.num_ops() << " ops, a grouping of " << groups.num_ops()
+      << " ops and a simulator of " << sim.num_ops();
   current_.assign(space_.num_groups, space_.devices.front());
   if (options_.start == "best_baseline") {
     if (!start)
       throw InputError("critpath.start = best_baseline: the run has no baseline that placed this graph (list one "
                        "under `baselines:`)");
-    PLACELAB_CHECK(start->size() == space_.num_groups) << start->size() << " groups in the start placement";
+    PLACELAB_CHECK(start->size() == space_.num_groups) << start->size() << " ops in the start placement";
     for (DeviceId d : *start)
       PLACELAB_CHECK(std::find(space_.devices.begin(), space_.devices.end(), d) != space_.devices.end())
           << "start device " << d << " is not in the search space";
-    current_ = *start;
+    current_ = options_.op_moves ? *start : groups.expand(groups.majority(*start, space_.devices));
   }
   best_ = current_;
   queue_ = {Candidate{}};
@@ -54,8 +54,21 @@ CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uin
 
 Placement CritpathLearner::apply(const Candidate& c) const {
   Placement p = current_;
-  for (uint8_t k = 0; k < c.moves; ++k) p[c.group[k]] = c.device[k];
+  for (uint8_t k = 0; k < c.count; ++k) {
+    const Move& m = c.moves[k];
+    if (m.whole_group)
+      for (OpId op : members_[m.id]) p[op] = m.device;
+    else
+      p[m.id] = m.device;
+  }
   return p;
+}
+
+bool CritpathLearner::changes(const Move& m) const {
+  if (!m.whole_group) return current_[m.id] != m.device;
+  for (OpId op : members_[m.id])
+    if (current_[op] != m.device) return true;
+  return false;
 }
 
 void CritpathLearner::set_sample_budget(int64_t samples) {
@@ -108,7 +121,7 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
       std::vector<Candidate> rest;
       for (std::size_t q = next_; q < queue_.size(); ++q) {
         bool moves = false;
-        for (uint8_t k = 0; k < queue_[q].moves; ++k) moves |= current_[queue_[q].group[k]] != queue_[q].device[k];
+        for (uint8_t k = 0; k < queue_[q].count; ++k) moves |= changes(queue_[q].moves[k]);
         if (moves) rest.push_back(queue_[q]);
       }
       queue_ = std::move(rest);
@@ -139,8 +152,7 @@ struct Move {
 
 void CritpathLearner::plan_round() {
   ++rounds_;
-  const Placement ops = grouping_->expand(current_);
-  const SimResult r = sim_->simulate(ops, SimOptions{.record_timeline = true});
+  const SimResult r = sim_->simulate(current_, SimOptions{.record_timeline = true});
   const std::vector<CriticalLink> path = critical_path(*graph_, *sim_, r);
   const std::vector<TimelineEvent>& ev = r.timeline;
 
@@ -180,10 +192,13 @@ void CritpathLearner::plan_round() {
     return std::clamp(1 - used / ((to - from) * busy[k].slots), 0.0, 1.0);
   };
 
-  std::map<std::pair<GroupId, DeviceId>, double> score;
-  auto suggest = [&](GroupId g, DeviceId d, double gain) {
-    if (space_index[d] < 0 || current_[g] == d || gain <= 0) return;
-    score[{g, d}] += gain;
+  // Scores by move; a move's key orders ties: whole groups before ops, then id, then device.
+  std::map<std::tuple<bool, uint32_t, DeviceId>, double> score;
+  auto suggest = [&](OpId op, DeviceId d, double gain) {
+    if (space_index[d] < 0 || gain <= 0) return;
+    const GroupId g = grouping_->group_of(op);
+    if (changes(Move{true, g, d})) score[{false, g, d}] += gain;  // key false: sorts first
+    if (options_.op_moves && current_[op] != d) score[{true, op, d}] += gain;
   };
   for (std::size_t i = 0; i < path.size(); ++i) {
     const TimelineEvent& e = ev[path[i].event];
@@ -191,41 +206,38 @@ void CritpathLearner::plan_round() {
     if (e.kind == TimelineEvent::Kind::kTransfer) {
       // A copy on the path: bring the producer to the consumer or the consumer to the producer.
       const double cost = length + path[i].waited_s;
-      suggest(grouping_->group_of(e.op), e.device, cost);
+      suggest(e.op, e.device, cost);
       if (i + 1 < path.size() && ev[path[i + 1].event].kind == TimelineEvent::Kind::kOp)
-        suggest(grouping_->group_of(ev[path[i + 1].event].op), e.src_device, cost);
+        suggest(ev[path[i + 1].event].op, e.src_device, cost);
       continue;
     }
-    const GroupId g = grouping_->group_of(e.op);
-    // A blocker: the next event of the path was ready and waited for the slot this op held. Its
-    // group may run on a device that is idle meanwhile.
+    // A blocker: the next event of the path was ready and waited for the slot this op held. It, or
+    // its group, may run on a device that is idle meanwhile.
     if (i + 1 < path.size() && path[i + 1].wait == CriticalLink::Wait::kDevice)
-      for (std::size_t k = 0; k < nd; ++k) suggest(g, space_.devices[k], length * idle_fraction(k, e.start_s, e.end_s));
+      for (std::size_t k = 0; k < nd; ++k) suggest(e.op, space_.devices[k], length * idle_fraction(k, e.start_s, e.end_s));
     // An op of the path that another device runs faster (a CPU beside GPUs, mixed GPUs).
-    for (std::size_t k = 0; k < nd; ++k)
-      suggest(g, space_.devices[k], length - sim_->op_time_s(e.op, space_.devices[k]));
+    for (std::size_t k = 0; k < nd; ++k) suggest(e.op, space_.devices[k], length - sim_->op_time_s(e.op, space_.devices[k]));
   }
 
-  // Every single move, those the path suggests first (most promising first, ties in (group,
-  // device) order), then the others in a random order: the round is a full neighbourhood, read in
-  // the order the path gives, and it ends at the first improvement.
+  // The path's best `candidates` moves, most promising first (ties in key order), then every other
+  // whole-group move in a seeded random order: the pass ends at the first improvement it finds.
   std::vector<std::pair<double, Move>> ranked;
-  for (const auto& [key, s] : score) ranked.push_back({s, Move{key.first, key.second}});
+  for (const auto& [key, s] : score) ranked.push_back({s, Move{!std::get<0>(key), std::get<1>(key), std::get<2>(key)}});
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (ranked.size() > static_cast<std::size_t>(options_.candidates))
+    ranked.resize(static_cast<std::size_t>(options_.candidates));
   std::vector<Move> rest;
-  for (GroupId g = 0; g < space_.num_groups; ++g)
+  for (GroupId g = 0; g < grouping_->num_groups(); ++g)
     for (DeviceId d : space_.devices)
-      if (d != current_[g] && !score.contains({g, d})) rest.push_back({g, d});
+      if (!score.contains({false, g, d}) && changes(Move{true, g, d})) rest.push_back({true, g, d});
   for (std::size_t i = rest.size(); i > 1; --i) std::swap(rest[i - 1], rest[rng_() % i]);
   for (const Move& m : rest) ranked.push_back({0.0, m});
-  if (options_.candidates > 0 && ranked.size() > static_cast<std::size_t>(options_.candidates))
-    ranked.resize(static_cast<std::size_t>(options_.candidates));
   if (ranked.empty()) {
     plan_kick();
     return;
   }
   queue_.clear();
-  for (const auto& [s, m] : ranked) queue_.push_back(Candidate{1, {m.group, 0}, {m.device, 0}});
+  for (const auto& [s, m] : ranked) queue_.push_back(Candidate{1, {m, Move{}}});
   top_moves_.assign(queue_.begin(),
                     queue_.begin() + static_cast<std::ptrdiff_t>(
                                          std::min<std::size_t>(queue_.size(), static_cast<std::size_t>(options_.pair_from))));
@@ -239,9 +251,9 @@ bool CritpathLearner::plan_pairs() {
   queue_.clear();
   for (std::size_t a = 0; a < top_moves_.size(); ++a)
     for (std::size_t b = a + 1; b < top_moves_.size(); ++b)
-      if (top_moves_[a].group[0] != top_moves_[b].group[0])
-        queue_.push_back(Candidate{2, {top_moves_[a].group[0], top_moves_[b].group[0]},
-                                   {top_moves_[a].device[0], top_moves_[b].device[0]}});
+      if (top_moves_[a].moves[0].whole_group != top_moves_[b].moves[0].whole_group ||
+          top_moves_[a].moves[0].id != top_moves_[b].moves[0].id)
+        queue_.push_back(Candidate{2, {top_moves_[a].moves[0], top_moves_[b].moves[0]}});
   paired_ = true;
   improved_in_pass_ = false;
   if (queue_.empty()) return false;
@@ -256,10 +268,12 @@ void CritpathLearner::plan_kick() {
   const std::size_t nd = space_.devices.size();
   if (nd > 1)
     for (int64_t k = 0; k < options_.kick; ++k) {
-      const std::size_t g = rng_() % space_.num_groups;
+      // A whole group to a device other than its first op's.
+      const std::size_t g = rng_() % members_.size();
       std::size_t here = 0;
-      while (space_.devices[here] != current_[g]) ++here;
-      current_[g] = space_.devices[(here + 1 + rng_() % (nd - 1)) % nd];
+      while (space_.devices[here] != current_[members_[g].front()]) ++here;
+      const DeviceId to = space_.devices[(here + 1 + rng_() % (nd - 1)) % nd];
+      for (OpId op : members_[g]) current_[op] = to;
     }
   queue_ = {Candidate{}};
   next_ = 0;
@@ -269,10 +283,12 @@ void CritpathLearner::plan_kick() {
 
 namespace {
 
-// A candidate as [moves, group, device, group, device].
+// A candidate as [count, whole_group, id, device, whole_group, id, device].
 nlohmann::json candidates_json(std::span<const CritpathLearner::Candidate> cs) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& c : cs) out.push_back({c.moves, c.group[0], c.device[0], c.group[1], c.device[1]});
+  for (const auto& c : cs)
+    out.push_back({c.count, c.moves[0].whole_group, c.moves[0].id, c.moves[0].device, c.moves[1].whole_group,
+                   c.moves[1].id, c.moves[1].device});
   return out;
 }
 
@@ -312,15 +328,20 @@ void CritpathLearner::load_state(const std::string& state) {
     auto candidates = [&](const char* key) {
       std::vector<Candidate> out;
       for (const auto& q : j.at(key)) {
-        const auto v = q.get<std::array<uint32_t, 5>>();
-        if (v[0] > 2 || v[2] > UINT16_MAX || v[4] > UINT16_MAX)
-          throw InputError(std::string("learner state: ") + key + ": at most two moves a candidate, device ids < 65536");
-        const Candidate c{static_cast<uint8_t>(v[0]),
-                          {v[1], v[3]},
-                          {static_cast<DeviceId>(v[2]), static_cast<DeviceId>(v[4])}};
-        for (uint8_t k = 0; k < c.moves; ++k)
-          if (c.group[k] >= space_.num_groups || !in_space(c.device[k]))
+        if (!q.is_array() || q.size() != 7) throw InputError(std::string("learner state: ") + key + ": malformed candidate");
+        const auto count = q[0].get<uint32_t>();
+        Candidate c;
+        if (count > 2) throw InputError(std::string("learner state: ") + key + ": at most two moves a candidate");
+        c.count = static_cast<uint8_t>(count);
+        for (std::size_t k = 0; k < 2; ++k) {
+          const bool whole = q[1 + 3 * k].get<bool>();
+          const auto id = q[2 + 3 * k].get<uint32_t>();
+          const auto device = q[3 + 3 * k].get<uint32_t>();
+          if (k < count && (id >= (whole ? members_.size() : space_.num_groups) || device > UINT16_MAX ||
+                            !in_space(static_cast<DeviceId>(device))))
             throw InputError(std::string("learner state: ") + key + ": a move outside the search space");
+          c.moves[k] = Move{whole, id, static_cast<DeviceId>(device)};
+        }
         out.push_back(c);
       }
       return out;
@@ -364,14 +385,14 @@ const detail::OptionTable<CritpathOptions>& critpath_options() {
   using O = CritpathOptions;
   static const detail::OptionTable<O> kTable(
       "critpath",
-      {{"start", &O::start, "", "best_baseline: the run's best baseline; first: every group on the first device",
+      {{"start", &O::start, "", "best_baseline: the run's fastest baseline; first: every op on the first device",
         {"best_baseline", "first"}},
-       {"candidates", &O::candidates, ">= 0",
-        "moves tried per round, those the critical path suggests first; 0: every single move"},
+       {"op_moves", &O::op_moves, "", "also move single ops the critical path marks; false: whole groups only"},
+       {"candidates", &O::candidates, ">= 0", "the critical path's best moves tried per pass, before every other group move"},
        {"step", &O::step, "in [1, 100000]", "candidates measured before the best improvement is taken"},
        {"pair_from", &O::pair_from, "in [0, 1000]",
-        "when no single move helps, pairs of the round's best this many moves are tried before a kick (0: none)"},
-       {"kick", &O::kick, "in [1, 100000]", "groups moved at random from the best placement when a round fails"},
+        "when a pass improves nothing, pairs of its best this many moves are tried before a kick (0: none)"},
+       {"kick", &O::kick, "in [1, 100000]", "groups moved at random from the best placement when the pairs improve nothing too"},
        {"oom_time_s", &O::oom_time_s, "> 0", "step time (s) counted for an OOM placement (Post: 100 s)"}});
   return kTable;
 }
@@ -381,13 +402,14 @@ const detail::OptionTable<CritpathOptions>& critpath_options() {
 LearnerEntry detail::critpath_learner_entry() {
   return {.name = "critpath",
           .aliases = {},
-          .summary = "local search with moves read off the simulated step's critical path (queues on devices, copies), "
-                     "restarted from the best with random kicks",
+          .summary = "local search over ops and whole groups, its moves read off the simulated step's critical path "
+                     "(ops a queue waited for, copies), restarted from the best with random kicks",
           .paper = "placelab (docs/learners.md, \"critpath\")",
           .options = critpath_options().infos(),
           .policy_gradient = false,
           .needs_problem = false,
           .needs_simulator = true,
+          .places_ops = true,
           .validate = [](const OptionValues& v) { critpath_options().build(v); },
           .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
             return std::make_unique<CritpathLearner>(c.space, critpath_options().build(v), c.seed, *c.graph,

@@ -66,6 +66,12 @@ void unite_by_key(const std::vector<std::string>& keys, UnionFind& uf) {
 
 }  // namespace
 
+Grouping Grouping::identity(std::size_t num_ops) {
+  std::vector<GroupId> labels(num_ops);
+  std::iota(labels.begin(), labels.end(), GroupId{0});
+  return Grouping(std::move(labels));
+}
+
 Grouping::Grouping(std::vector<GroupId> group_of_op) : group_of_op_(std::move(group_of_op)) {
   std::unordered_map<GroupId, GroupId> dense;
   for (GroupId& g : group_of_op_) {

@@ -54,6 +54,7 @@ py::list learners() {
     d["policy_gradient"] = e.policy_gradient;
     d["needs_problem"] = e.needs_problem;
     d["needs_simulator"] = e.needs_simulator;
+    d["places_ops"] = e.places_ops;
     out.append(d);
   }
   return out;
@@ -176,7 +177,7 @@ std::filesystem::path run(const std::filesystem::path& scenario, const std::opti
 void bind_registry(py::module_& m) {
   m.def("learners", &learners,
         "The learner registry: one dict per learner with name, aliases, summary, paper, options (key, kind, "
-        "default, rule, help, choices), policy_gradient, needs_problem and needs_simulator.");
+        "default, rule, help, choices), policy_gradient, needs_problem, needs_simulator and places_ops.");
   m.def("baselines", &baselines, "The baseline registry: one dict per baseline with name, aliases, summary, paper, argument.");
   m.def(
       "groupings", [] { return std::vector<std::string>(grouping_names().begin(), grouping_names().end()); },

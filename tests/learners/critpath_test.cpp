@@ -1,9 +1,11 @@
-// critpath, the search that reads the simulated step's critical path: finds the exhaustive optimum
-// of a small fork-join problem, tries the path's moves first, is deterministic by seed and resumes
-// exactly.
+// critpath, the search that reads the simulated step's critical path: reaches the exhaustive
+// optimum over the groups of a small fork-join problem (it places ops, so it may beat it), tries the
+// path's moves first, is deterministic by seed and resumes exactly.
 #include "placelab/learners/critpath.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "placelab/graph/error.h"
 #include "placelab/learners/registry.h"
@@ -22,7 +24,7 @@ struct ForkJoin {
   OpGraph graph = testing::fork_join(4, 5, 1e10, 1 << 20);
   Simulator sim{graph, cost};
   Grouping grouping;
-  SearchSpace space{5, {1, 2, 3, 4}};
+  SearchSpace space{graph.num_ops(), {1, 2, 3, 4}};
 
   ForkJoin() {
     std::vector<GroupId> labels(graph.num_ops(), 4);
@@ -32,14 +34,14 @@ struct ForkJoin {
     }
     grouping = Grouping(std::move(labels));
   }
-  double time(const Placement& groups) const { return sim.simulate(grouping.expand(groups)).step_time_s; }
-  // The best of all 4^5 group placements.
-  double optimum() const {
+  double time(const Placement& ops) const { return sim.simulate(ops).step_time_s; }
+  // The best of all 4^5 placements that keep the groups whole.
+  double group_optimum() const {
     double best = INFINITY;
     Placement p(5);
     for (int code = 0; code < 1024; ++code) {
       for (int g = 0, c = code; g < 5; ++g, c /= 4) p[static_cast<std::size_t>(g)] = static_cast<DeviceId>(1 + c % 4);
-      best = std::min(best, time(p));
+      best = std::min(best, time(grouping.expand(p)));
     }
     return best;
   }
@@ -56,18 +58,28 @@ TrainSummary run(Learner& l, const ForkJoin& f, int64_t budget) {
   TrainerOptions o;
   o.sample_budget = budget;
   o.batch_size = 12;
-  return train(l, f.grouping, env, o);
+  return train(l, Grouping::identity(f.graph.num_ops()), env, o);
 }
 
-TEST(Critpath, FindsTheExhaustiveOptimumOfAForkJoin) {
+TEST(Critpath, ReachesTheExhaustiveGroupOptimumOfAForkJoin) {
   const ForkJoin f;
-  CritpathLearner l(f.space, from_first(), 1, f.graph, f.sim, f.grouping);
-  const TrainSummary s = run(l, f, 120);
-  EXPECT_EQ(s.status, TrainSummary::Status::kFinished);
-  const double single = f.time(Placement(5, 1));
-  EXPECT_NEAR(s.curve.front().step_time_s, single, 1e-15);  // the start is measured first
-  EXPECT_NEAR(s.best_step_time_s, f.optimum(), 1e-12) << "single GPU " << single;
-  EXPECT_LT(s.best_step_time_s, 0.4 * single);
+  const double single = f.time(Placement(f.graph.num_ops(), 1)), optimum = f.group_optimum();
+  for (bool op_moves : {true, false}) {
+    CritpathOptions o = from_first();
+    o.op_moves = op_moves;
+    CritpathLearner l(f.space, o, 1, f.graph, f.sim, f.grouping);
+    const TrainSummary s = run(l, f, 150);
+    EXPECT_EQ(s.status, TrainSummary::Status::kFinished);
+    EXPECT_NEAR(s.curve.front().step_time_s, single, 1e-15);  // the start is measured first
+    EXPECT_LT(s.best_step_time_s, 0.4 * single);
+    if (op_moves) {
+      EXPECT_LE(s.best_step_time_s, optimum + 1e-12) << "single GPU " << single;
+    } else {
+      EXPECT_NEAR(s.best_step_time_s, optimum, 1e-12) << "single GPU " << single;
+      // Whole groups only: its best placement keeps every group on one device.
+      EXPECT_EQ(f.grouping.expand(f.grouping.contract(s.best_placement)), s.best_placement);
+    }
+  }
 }
 
 // From one GPU, all four branches queue on it: the path's first suggestions move a branch to an
@@ -79,19 +91,14 @@ TEST(Critpath, TriesThePathsMovesFirst) {
   const auto start = l.propose(12);
   ASSERT_EQ(start.size(), 1u);
   SimEnvironment env(f.sim);
-  auto measure = [&](const std::vector<Placement>& groups) {
-    std::vector<Placement> ops;
-    for (const Placement& p : groups) ops.push_back(f.grouping.expand(p));
-    return env.evaluate(ops);
-  };
-  l.observe(start, measure(start));
+  l.observe(start, env.evaluate(start));
   const auto first = l.propose(12);
-  ASSERT_EQ(first.size(), 6u);  // options.step
-  int moved = -1;
-  for (std::size_t g = 0; g < 5; ++g)
-    if (first[0][g] != 1) moved = static_cast<int>(g);
-  EXPECT_GE(moved, 0);
-  EXPECT_LT(moved, 4) << "a branch, not the source/sink group";
+  ASSERT_EQ(first.size(), 3u);  // options.step
+  std::set<GroupId> moved;
+  for (OpId op = 0; op < f.graph.num_ops(); ++op)
+    if (first[0][op] != 1) moved.insert(f.grouping.group_of(op));
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_LT(*moved.begin(), 4u) << "a branch, not the source/sink group";
   EXPECT_LT(f.time(first[0]), f.time(start[0]));
 }
 
@@ -110,11 +117,7 @@ TEST(Critpath, DeterministicBySeedAndResumesExactly) {
   EXPECT_NE(curve_of(9), curve_of(10));  // kicks draw from the seed once the search is stuck
 
   SimEnvironment env(f.sim);
-  auto measure = [&](const std::vector<Placement>& groups) {
-    std::vector<Placement> ops;
-    for (const Placement& p : groups) ops.push_back(f.grouping.expand(p));
-    return env.evaluate(ops);
-  };
+  auto measure = [&](const std::vector<Placement>& ops) { return env.evaluate(ops); };
   CritpathLearner a(f.space, from_first(), 8, f.graph, f.sim, f.grouping);
   a.set_sample_budget(400);
   for (int i = 0; i < 23; ++i) {
@@ -133,16 +136,24 @@ TEST(Critpath, DeterministicBySeedAndResumesExactly) {
   }
   EXPECT_EQ(a.save_state(), b.save_state());
   EXPECT_GT(a.kicks(), 0);
-  CritpathLearner other(SearchSpace{5, {1, 2, 3}}, from_first(), 1, f.graph, f.sim, f.grouping);
+  CritpathLearner other(SearchSpace{f.graph.num_ops(), {1, 2, 3}}, from_first(), 1, f.graph, f.sim, f.grouping);
   EXPECT_THROW(other.load_state(a.save_state()), InputError);
 }
 
 TEST(Critpath, StartsFromTheBestBaselineAndValidatesItsOptions) {
   const ForkJoin f;
-  const Placement start{1, 2, 3, 4, 1};
+  const Placement start = f.grouping.expand(Placement{1, 2, 3, 4, 1});
   CritpathLearner l(f.space, CritpathOptions{}, 1, f.graph, f.sim, f.grouping, start);
   l.set_sample_budget(10);
   EXPECT_EQ(l.propose(4), std::vector<Placement>{start});
+  // Whole groups only: the start is projected onto the groups (each on its ops' majority device).
+  Placement split = start;
+  split[f.graph.find("branch0/op3").value()] = 2;
+  CritpathOptions groups_only;
+  groups_only.op_moves = false;
+  CritpathLearner g(f.space, groups_only, 1, f.graph, f.sim, f.grouping, split);
+  g.set_sample_budget(10);
+  EXPECT_EQ(g.propose(4), std::vector<Placement>{start});
   EXPECT_THROW(CritpathLearner(f.space, CritpathOptions{}, 1, f.graph, f.sim, f.grouping), InputError);
   CritpathOptions o;
   o.step = 0;

@@ -101,6 +101,7 @@ TEST(Registry, LearnersInOrderWithPolicyGradientMarked) {
                                    e.name != "mcmc" && e.name != "critpath")
         << e.name;
   for (const LearnerEntry& e : learners) EXPECT_EQ(e.needs_simulator, e.name == "critpath") << e.name;
+  for (const LearnerEntry& e : learners) EXPECT_EQ(e.places_ops, e.name == "critpath") << e.name;
 }
 
 // Each listed default against the field of a default-constructed Options struct. The keys are the

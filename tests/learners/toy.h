@@ -69,11 +69,7 @@ inline std::vector<std::vector<double>> random_costs(std::size_t groups, std::si
   return c;
 }
 
-inline Grouping identity_grouping(std::size_t n) {
-  std::vector<GroupId> labels(n);
-  std::iota(labels.begin(), labels.end(), 0u);
-  return Grouping(std::move(labels));
-}
+inline Grouping identity_grouping(std::size_t n) { return Grouping::identity(n); }
 
 // A training run of `learner` on an additive environment, one group per op: the learners'
 // convergence tests all start here.

@@ -1,14 +1,16 @@
 // critpath: local search whose moves come from the simulated step's critical path — placelab's own
-// learner, using what only a simulator knows. Every round reads the critical path of the current
-// placement (sim/critical_path.h) and proposes the one-group moves that path suggests: a group whose
-// ops queue behind others on a device goes to the device idlest over that stretch of the path; a
-// copy on the path is removed by moving its consumer to the producer's device or the producer to
-// the consumer's. Candidates are measured in steps of a few; the best improvement is taken at once
-// (first improvement) and a new round begins from the new path. When a whole round fails, the
-// search restarts from its best placement with a few groups of the path moved at random (iterated
+// learner, using what only a simulator knows. It places single ops (its search space is the graph's
+// ops) and moves either a whole group of the scenario's grouping or one op. Every pass reads the
+// critical path of the current placement (sim/critical_path.h) and scores moves by it: an op that
+// held a slot the path waited for (a blocker: a weight gradient beside the backward chain, another
+// branch's op) may go, alone or with its group, to a device idle meanwhile; a copy on the path may
+// be removed by moving its consumer to the producer's device or the producer to the consumer's.
+// The pass tries the path's best moves, then every other whole-group move, a few at a time, taking
+// the first improvement; a pass that improves nothing is followed by pairs of the path's best
+// moves, then by a restart from the best placement with a few groups moved at random (iterated
 // local search). Every candidate and every kicked start is one sample, as for every learner.
 //
-//   CritpathLearner cp(SearchSpace{groups, gpus}, CritpathOptions{}, seed, graph, sim, grouping, start);
+//   CritpathLearner cp(SearchSpace{graph.num_ops(), gpus}, CritpathOptions{}, seed, graph, sim, groups, start);
 #pragma once
 
 #include <array>
@@ -28,8 +30,9 @@ struct CritpathOptions {
   // "best_baseline": the run's best baseline (LearnerContext::best_baseline); "first": every group
   // on the search space's first device (one GPU when the space is the GPUs).
   std::string start = "best_baseline";
-  int64_t candidates = 0;    // moves tried per round, the path's first; 0: every single move
-  int64_t step = 6;          // candidates measured before the best improvement is taken
+  bool op_moves = true;      // also move single ops the path marks; false: whole groups only
+  int64_t candidates = 600;  // the path's best moves tried per pass, before every other group move
+  int64_t step = 3;          // candidates measured before the best improvement is taken
   int64_t pair_from = 6;     // a failed round's best moves tried two at a time before a kick (0: none)
   int64_t kick = 3;          // groups moved at random from the best placement when a round fails
   double oom_time_s = 100.0;  // step time counted for an OOM placement (Post: 100 s)
@@ -38,11 +41,12 @@ struct CritpathOptions {
 
 class CritpathLearner final : public Learner {
  public:
-  // `sim` simulates `graph` on the scenario's machine and `grouping` maps its ops to the space's
-  // groups; all three must outlive the learner. `start` (one device of the space per group) is
-  // required with options.start = "best_baseline".
+  // `space` has one "group" per op of `graph`; `sim` simulates `graph` on the scenario's machine and
+  // `groups` is the scenario's grouping, the groups moved whole; all three must outlive the learner.
+  // `start` (one device of the space per op) is required with options.start = "best_baseline"; with
+  // op_moves = false it is first projected onto the groups (each on the device most of its ops are on).
   CritpathLearner(SearchSpace space, CritpathOptions options, uint64_t seed, const OpGraph& graph,
-                  const Simulator& sim, const Grouping& grouping, std::optional<Placement> start = std::nullopt);
+                  const Simulator& sim, const Grouping& groups, std::optional<Placement> start = std::nullopt);
   std::string name() const override { return "critpath"; }
   const SearchSpace& space() const override { return space_; }
   void set_sample_budget(int64_t samples) override;
@@ -55,12 +59,17 @@ class CritpathLearner final : public Learner {
   std::string save_state() const override;
   void load_state(const std::string& state) override;
 
-  // A candidate: current_ with up to two groups moved (none: current_ itself, the start or a kick).
-  // Kept as moves, not placements, so a round over every single move of 10,000 groups stays small.
+  // One move: a whole group of the scenario's grouping, or one op, to a device.
+  struct Move {
+    bool whole_group = true;
+    uint32_t id = 0;  // GroupId or OpId
+    DeviceId device = 0;
+  };
+  // A candidate: current_ with up to two moves (none: current_ itself, the start or a kick). Kept as
+  // moves, not placements, so a pass over thousands of moves stays small.
   struct Candidate {
-    uint8_t moves = 0;
-    std::array<GroupId, 2> group{};
-    std::array<DeviceId, 2> device{};
+    uint8_t count = 0;
+    std::array<Move, 2> moves{};
   };
 
   double current_time_s() const { return current_time_s_; }
@@ -81,23 +90,25 @@ class CritpathLearner final : public Learner {
   const OpGraph* graph_;
   const Simulator* sim_;
   const Grouping* grouping_;
+  std::vector<std::vector<OpId>> members_;  // the ops of each group
   Rng rng_;
   int64_t budget_ = 0;
   int64_t samples_seen_ = 0;
   int64_t rounds_ = 0;
   int64_t kicks_ = 0;
-  Placement current_;              // group → device of the search's current placement
+  Placement current_;              // op → device of the search's current placement
   double current_time_s_ = 0;      // its step time; valid once measured
   bool pending_ = true;            // queue_ is current_ alone, to be measured (the start, a kick)
   Placement best_;
   double best_time_s_ = 0;
   bool have_best_ = false;
   Placement apply(const Candidate& c) const;
+  bool changes(const Move& m) const;  // the move puts some op on another device
 
   std::vector<Candidate> queue_;   // this round's candidates, in order
   std::size_t next_ = 0;           // the first of queue_ not yet proposed
   std::size_t step_end_ = 0;       // proposals up to here are measured before an improvement is taken
-  std::vector<Candidate> top_moves_;  // the last round's single moves, best first
+  std::vector<Candidate> top_moves_;  // the last pass's best single moves, best first
   bool paired_ = false;            // queue_ holds pairs of top_moves_
   bool improved_in_pass_ = false;  // a move of the current pass was taken
   std::optional<Candidate> step_best_;  // the best candidate of the current step

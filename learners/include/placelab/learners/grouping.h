@@ -27,6 +27,8 @@ class Grouping {
   // `group_of_op[op]` is op's group. Ids need not be dense or ordered: they are renumbered densely
   // in the order of each group's smallest op id.
   explicit Grouping(std::vector<GroupId> group_of_op);
+  // Every op its own group: what a learner that places single ops trains over.
+  static Grouping identity(std::size_t num_ops);
 
   std::size_t num_ops() const { return group_of_op_.size(); }
   std::size_t num_groups() const { return num_groups_; }

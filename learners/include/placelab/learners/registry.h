@@ -74,7 +74,8 @@ struct LearnerContext {
   // learners (mcmc, critpath).
   std::optional<Placement> best_baseline;
   // For learners that read simulated schedules (critpath): the graph, the scenario's simulator of it
-  // and the grouping behind `space`. They re-read the schedule of placements already measured.
+  // and the scenario's grouping (behind `space`, or, for a learner that places ops, the groups it
+  // moves whole). They re-read the schedule of placements already measured.
   const OpGraph* graph = nullptr;
   const Simulator* simulator = nullptr;
   const Grouping* grouping = nullptr;
@@ -89,6 +90,9 @@ struct LearnerEntry {
   bool policy_gradient = false;      // the report's "vs policy gradient" reference
   bool needs_problem = false;        // make needs LearnerContext::problem
   bool needs_simulator = false;      // make needs LearnerContext::graph, simulator and grouping
+  // The learner places single ops: its space is the graph's ops, and LearnerContext::grouping holds
+  // the scenario's groups, which it moves whole as well (critpath).
+  bool places_ops = false;
   // Throws InputError "<name>.<key> = <value>: must be <rule>" for an unknown key, a value of the
   // wrong kind or one that breaks its rule.
   std::function<void(const OptionValues&)> validate;
