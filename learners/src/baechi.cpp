@@ -418,6 +418,10 @@ Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEt
 }
 
 // ---- m-SCT -------------------------------------------------------------------------------------
+// Baechi §3 (m-SCT): Hanen & Munier's SCT ("An approximation algorithm for scheduling dependent
+// tasks on m processors with small communication delays", 1995) with m-ETF's memory test. An LP
+// relaxation picks each op's favorite child (FavoriteChildLp); the list schedule (EtfSchedule with
+// favorites) keeps a device for the favorite child of the op it ran last.
 
 void MSctOptions::validate() const {
   if (!(favorite_threshold >= 0.0 && favorite_threshold < 1.0))
@@ -577,8 +581,9 @@ std::vector<double> FavoriteChildLp::solve() {
   model.setLogLevel(0);
   model.loadProblem(matrix, column_lower.data(), column_upper.data(), objective.data(), row_lower.data(),
                     row_upper.data());
-  // Presolve, then the dual simplex: on op-level GNMT (122,159 rows, 118,326 columns) 40 s of CPU
-  // where the dual simplex alone takes 3.5 times as long and the barrier 2.6 times (docs/learners.md).
+  // Presolve, then the dual simplex: on op-level GNMT (122,159 rows, 118,326 columns) 41 s of CPU,
+  // where the dual simplex alone took 107 s and the barrier 103.5 s (docs/learners.md). The LP is
+  // degenerate, so the two simplex paths end at different optimal vertices and favorites.
   ClpSolve how;
   how.setSolveType(ClpSolve::useDual);
   how.setPresolveType(ClpSolve::presolveOn);
@@ -662,7 +667,7 @@ BaselineEntry detail::m_sct_baseline_entry() {
           .aliases = {},
           .summary = "Baechi's m-SCT: m-ETF keeping a GPU for the favorite child an LP picks for each op; "
                      "`m_sct:<threshold>` rounds the LP there (default 0.5)",
-          .paper = "Jeon et al., Baechi, SoCC 2020 (m-SCT); Hanen & Munier 1995 (SCT)",
+          .paper = "Jeon et al., Baechi, SoCC 2020 §3 (m-SCT); Hanen & Munier 1995 (SCT)",
           .argument = "<threshold>",
           .place = [](const BaselineContext& c, const std::optional<std::string>& argument) {
             MSctOptions options;
