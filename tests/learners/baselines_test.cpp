@@ -196,6 +196,7 @@ TEST_P(BaechiBaselines, FitsWhereEachGpuHoldsOnlyPartOfTheModel) {
   // Blind to memory, a topological order on one device and ETF both pile the layers on one GPU.
   EXPECT_TRUE(sim.simulate(single_gpu_placement(g, m)).oom);
   EXPECT_TRUE(sim.simulate(m_etf_placement(g, cost, {.respect_memory = false})).oom);
+  EXPECT_TRUE(sim.simulate(m_sct_placement(g, cost, {.respect_memory = false})).oom);
   const Placement p = place(g, cost);
   expect_valid(g, m, p, GetParam().c_str());
   const SimResult r = sim.simulate(p);
