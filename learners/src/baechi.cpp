@@ -1,9 +1,13 @@
-// Baechi's memory-constrained placers m-TOPO and m-ETF (Jeon et al., "Baechi: Fast Device Placement
-// of Machine Learning Graphs", SoCC 2020, and the extended version, arXiv 2301.08695). The rules
-// follow the paper's algorithm descriptions and the authors' code (github.com/beomyeol/baechi:
-// placer/m_topo.py, placer/m_etf.py, placer/device.py, placer/placer_utils.py), as called by
-// placer_lib.py's "m_topo" and "m_etf" methods: colocation groups kept whole, no memory
-// reservation. Where we differ, the comment at the spot says so and why.
+// Baechi's memory-constrained placers m-TOPO, m-ETF and m-SCT (Jeon et al., "Baechi: Fast Device
+// Placement of Machine Learning Graphs", SoCC 2020, and the extended version, arXiv 2301.08695). The
+// rules follow the paper's algorithm descriptions and the authors' code (github.com/beomyeol/baechi:
+// placer/m_topo.py, placer/m_etf.py, placer/m_sct.py, placer/device.py, placer/placer_utils.py), as
+// called by placer_lib.py's "m_topo", "m_etf" and "m_sct" methods: colocation groups kept whole, no
+// memory reservation. Where we differ, the comment at the spot says so and why.
+#include <coin/ClpSimplex.hpp>
+#include <coin/ClpSolve.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"
@@ -99,16 +104,20 @@ namespace {
 // largest data edge per destination device) and hold every link direction of their route in FIFO
 // order, as in the simulator and heft_placement. Baechi models one channel per device instead
 // (DeviceWrapper.send_tensor / recv_tensor); the machine's links are the finer model we have.
+// Given favorite children (m-SCT), the schedule also follows SCT's rule for them (see select()).
 class EtfSchedule {
  public:
-  EtfSchedule(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options)
+  // `favorite`: empty for m-ETF; for m-SCT, each op's favorite child (sct_favorite_children).
+  EtfSchedule(const OpGraph& graph, const CostModel& cost, bool respect_memory,
+              std::vector<std::optional<OpId>> favorite, const char* who)
       : graph_(graph),
         cost_(cost),
         machine_(cost.machine()),
-        options_(options),
+        respect_memory_(respect_memory),
+        favorite_(std::move(favorite)),
         n_(graph.num_ops()),
         num_devices_(machine_.num_devices()),
-        targets_(placement_targets(machine_, "m_etf")),
+        targets_(placement_targets(machine_, who)),
         cpu_(machine_.default_cpu()),
         coloc_(group_by_colocation(graph)),
         wire_(wire_bytes(graph)) {}
@@ -116,12 +125,14 @@ class EtfSchedule {
   Placement run();
 
  private:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
   struct Choice {
-    double start_s = std::numeric_limits<double>::infinity();
+    double start_s = kNever;
     std::size_t topo_pos = 0;
+    bool favored = false;  // op is the favorite child the device is kept for
     OpId op = 0;
     DeviceId device = 0;
-    bool found() const { return start_s < std::numeric_limits<double>::infinity(); }
+    bool found() const { return start_s < kNever; }
   };
 
   void prepare();
@@ -135,6 +146,9 @@ class EtfSchedule {
   // bytes the copies it would receive there take. Cached per (op, d) until a transfer is committed.
   void probe(OpId op, DeviceId d, double& ready_s, int64_t& copy_bytes);
   bool fits(OpId op, DeviceId d, int64_t copy_bytes) const;
+  // When op could start on d (kNever when it does not fit there and memory is respected).
+  double start_on(OpId op, DeviceId d, bool respect_memory);
+  void keep_devices_for_favorites(bool respect_memory);
   Choice select(bool respect_memory);
   void commit(OpId op, DeviceId d);
   void release_output(OpId producer);
@@ -142,7 +156,8 @@ class EtfSchedule {
   const OpGraph& graph_;
   const CostModel& cost_;
   const Machine& machine_;
-  const MEtfOptions& options_;
+  const bool respect_memory_;
+  const std::vector<std::optional<OpId>> favorite_;
   const std::size_t n_;
   const std::size_t num_devices_;
   const std::vector<DeviceId> targets_;
@@ -166,6 +181,10 @@ class EtfSchedule {
   std::vector<std::size_t> inputs_left_;     // [op]: predecessors not yet scheduled
   std::vector<std::size_t> consumers_left_;  // [op]: successors not yet scheduled
   std::vector<double> finish_;
+  std::vector<char> scheduled_;                   // [op]
+  std::vector<std::optional<OpId>> last_op_;      // [d]: the op scheduled on d last (m-SCT)
+  std::vector<std::optional<OpId>> kept_for_;     // [d]: the favorite child d is kept for (m-SCT)
+  std::vector<double> starts_;                    // select()'s scratch: one op's start per device
   std::vector<OpId> ready_;
   Placement p_;
 };
@@ -195,6 +214,10 @@ void EtfSchedule::prepare() {
   inputs_left_.assign(n_, 0);
   consumers_left_.assign(n_, 0);
   finish_.assign(n_, 0.0);
+  scheduled_.assign(n_, 0);
+  last_op_.assign(num_devices_, std::nullopt);
+  kept_for_.assign(num_devices_, std::nullopt);
+  starts_.reserve(num_devices_);
   ready_.clear();
   ready_.reserve(n_);
   for (OpId op = 0; op < n_; ++op) {
@@ -255,22 +278,66 @@ bool EtfSchedule::fits(OpId op, DeviceId d, int64_t copy_bytes) const {
   return used_bytes_[d] + graph_.op(op).output_bytes + copy_bytes + group_bytes <= machine_.devices[d].memory_bytes;
 }
 
+double EtfSchedule::start_on(OpId op, DeviceId d, bool respect_memory) {
+  double ready_s = 0;
+  int64_t copy_bytes = 0;
+  probe(op, d, ready_s, copy_bytes);
+  if (respect_memory && !fits(op, d, copy_bytes)) return kNever;
+  double free_s = kNever;
+  for (std::size_t s = stream_begin_[d]; s < stream_begin_[d + 1]; ++s) free_s = std::min(free_s, stream_free_[s]);
+  return std::max(ready_s, free_s);
+}
+
+// SCT's rule (Hanen & Munier 1995; Baechi's SCTDevice.get_op_to_schedule, which turns the device
+// AWAKE): a device is kept for the favorite child of the op it ran last when that child is ready,
+// not yet scheduled, fits there, and starts there no later than on any other device it may use.
+// Baechi skips this when the child's colocation group is already placed (its 'p' is set), even on
+// this very device; we keep the device then too, the one place the child can go.
+void EtfSchedule::keep_devices_for_favorites(bool respect_memory) {
+  for (DeviceId d = 0; d < num_devices_; ++d) {
+    kept_for_[d].reset();
+    if (!last_op_[d]) continue;
+    const std::optional<OpId> child = favorite_[*last_op_[d]];
+    if (!child || scheduled_[*child] || inputs_left_[*child] != 0) continue;
+    double here_s = kNever, elsewhere_s = kNever;
+    DeviceId storage = 0;
+    for (DeviceId e : devices_of(*child, storage)) {
+      double& earliest_s = e == d ? here_s : elsewhere_s;
+      earliest_s = std::min(earliest_s, start_on(*child, e, respect_memory));
+    }
+    if (here_s < kNever && here_s <= elsewhere_s) kept_for_[d] = *child;
+  }
+}
+
+// The (op, device) pair that starts first. With favorite children (m-SCT), a device kept for a
+// favorite child takes that child at its start time, and any other op only once it is urgent
+// (Baechi's SCTDevice._get_op_on_await): at the latest of its start times over the devices it
+// may use and fits (placer_utils.ReadyOpManager's urgent_ts), when its inputs could be on all of
+// them. Baechi runs this as an event loop over device clocks; taking the earliest (start, op)
+// pair is the same choice without the clocks, as in m-ETF.
 EtfSchedule::Choice EtfSchedule::select(bool respect_memory) {
+  if (!favorite_.empty()) keep_devices_for_favorites(respect_memory);
   Choice best;
   for (OpId op : ready_) {
     DeviceId storage = 0;
-    for (DeviceId d : devices_of(op, storage)) {
-      double ready_s = 0;
-      int64_t copy_bytes = 0;
-      probe(op, d, ready_s, copy_bytes);
-      if (respect_memory && !fits(op, d, copy_bytes)) continue;
-      double free_s = std::numeric_limits<double>::infinity();
-      for (std::size_t s = stream_begin_[d]; s < stream_begin_[d + 1]; ++s) free_s = std::min(free_s, stream_free_[s]);
-      const double start_s = std::max(ready_s, free_s);
+    const std::span<const DeviceId> devices = devices_of(op, storage);
+    starts_.clear();
+    double urgent_s = 0;
+    for (DeviceId d : devices) {
+      starts_.push_back(start_on(op, d, respect_memory));
+      if (starts_.back() < kNever) urgent_s = std::max(urgent_s, starts_.back());
+    }
+    for (std::size_t k = 0; k < devices.size(); ++k) {
+      const DeviceId d = devices[k];
+      if (!(starts_[k] < kNever)) continue;
+      const bool favored = kept_for_[d] == op;
+      const double start_s = kept_for_[d] && !favored ? std::max(starts_[k], urgent_s) : starts_[k];
       // Ties: the op earlier in topological order (Baechi's TimestampOpTuple), then the device
-      // seen first, the lower id.
-      if (start_s < best.start_s || (start_s == best.start_s && topo_pos_[op] < best.topo_pos))
-        best = {start_s, topo_pos_[op], op, d};
+      // kept for it, then the device seen first, the lower id.
+      if (start_s < best.start_s ||
+          (start_s == best.start_s &&
+           (topo_pos_[op] < best.topo_pos || (topo_pos_[op] == best.topo_pos && favored && !best.favored))))
+        best = {start_s, topo_pos_[op], favored, op, d};
     }
   }
   return best;
@@ -303,6 +370,8 @@ void EtfSchedule::commit(OpId op, DeviceId d) {
   finish_[op] = std::max(ready_s, stream_free_[stream]) + op_time_[op * num_devices_ + d];
   stream_free_[stream] = finish_[op];
   p_[op] = d;
+  scheduled_[op] = 1;
+  last_op_[d] = op;
 
   const GroupId g = coloc_.group_of(op);
   if (group_device_[g] < 0 && !soft_placed(op)) {
@@ -332,11 +401,11 @@ void EtfSchedule::release_output(OpId producer) {
 Placement EtfSchedule::run() {
   prepare();
   while (!ready_.empty()) {
-    Choice c = select(options_.respect_memory);
+    Choice c = select(respect_memory_);
     // No ready op fits anywhere: Baechi would stall here; we schedule the earliest pair anyway and
     // leave the OOM to the simulator.
     if (!c.found()) c = select(false);
-    PLACELAB_CHECK(c.found()) << "m_etf: no device for " << ready_.size() << " ready ops";
+    PLACELAB_CHECK(c.found()) << "no device for " << ready_.size() << " ready ops";
     commit(c.op, c.device);
   }
   return std::move(p_);
@@ -345,7 +414,228 @@ Placement EtfSchedule::run() {
 }  // namespace
 
 Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options) {
-  return EtfSchedule(graph, cost, options).run();
+  return EtfSchedule(graph, cost, options.respect_memory, {}, "m_etf").run();
+}
+
+// ---- m-SCT -------------------------------------------------------------------------------------
+// Baechi §3 (m-SCT): Hanen & Munier's SCT ("An approximation algorithm for scheduling dependent
+// tasks on m processors with small communication delays", 1995) with m-ETF's memory test. An LP
+// relaxation picks each op's favorite child (FavoriteChildLp); the list schedule (EtfSchedule with
+// favorites) keeps a device for the favorite child of the op it ran last.
+
+void MSctOptions::validate() const {
+  if (!(favorite_threshold >= 0.0 && favorite_threshold < 1.0))
+    throw InputError("m_sct.favorite_threshold = " + std::to_string(favorite_threshold) + ": must be in [0, 1)");
+}
+
+namespace {
+
+// One edge of Baechi's op graph (a networkx DiGraph): the tensors between two ops merged into one
+// edge (placer_lib.py, PlacementGraphGenerator._add_edges). `data` when any of them is a tensor.
+struct LpEdge {
+  OpId parent = 0;
+  OpId child = 0;
+  bool data = false;
+};
+
+std::vector<LpEdge> distinct_edges(const OpGraph& graph) {
+  std::vector<LpEdge> edges;
+  edges.reserve(graph.num_edges());
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> edge_to(graph.num_ops(), kNone);  // [child]: its edge from the current parent
+  for (OpId parent = 0; parent < graph.num_ops(); ++parent) {
+    const std::size_t first = edges.size();
+    graph.for_each_out_edge(parent, [&](OpId child, const Tensor& t) {
+      std::size_t& e = edge_to[child];
+      if (e == kNone || e < first) {  // unset, or set by an earlier parent
+        e = edges.size();
+        edges.push_back({parent, child, false});
+      }
+      edges[e].data = edges[e].data || !t.control;
+    });
+  }
+  return edges;
+}
+
+// Baechi's FavoriteChildLPSolver (m_sct.py) in CLP's terms. Columns: x_e in [0, 1] per data edge,
+// s_i >= 0 per op, the makespan w >= 0; minimise w. Rows (Baechi's rule numbers; rules 1 and 2 are
+// the column bounds here):
+//   3. s_i - s_j + c_ij x_ij <= -p_i  per edge (no x on a control edge: it carries nothing, where
+//      Baechi prices it as a 4-byte tensor and lets it be a favorite);
+//   4. Σ_j x_ij >= out-degree - 1     per op with two or more data children;
+//   5. Σ_i x_ij >= in-degree - 1      per op with two or more data parents;
+//   6. s_i - w <= -p_i                per op without successors (Baechi writes it for every op;
+//      rule 3 implies the others).
+// Times are in µs, as Baechi's, which keeps CLP's tolerances (1e-7) meaningful.
+class FavoriteChildLp {
+ public:
+  FavoriteChildLp(const OpGraph& graph, const CostModel& cost)
+      : graph_(graph),
+        cost_(cost),
+        targets_(placement_targets(cost.machine(), "m_sct")),
+        cpu_(cost.machine().default_cpu()),
+        edges_(distinct_edges(graph)),
+        wire_(wire_bytes(graph)) {}
+
+  // Per data edge (in edges_ order, control edges skipped): the optimal x.
+  std::vector<double> solve();
+  const std::vector<LpEdge>& edges() const { return edges_; }
+
+ private:
+  // The devices op may use, as the schedule sees them: the first CPU for a soft-placed op.
+  std::span<const DeviceId> devices_of(OpId op) const {
+    if (cpu_ && graph_.op(op).cpu_only) return {&*cpu_, 1};
+    return targets_;
+  }
+  // p_i: op's mean time over its devices (Baechi profiles one GPU type; ours may differ).
+  double op_time_us(OpId op) const;
+  // c_ij: the mean time, over pairs of distinct devices the two may use, of what parent sends.
+  double transfer_time_us(const LpEdge& e) const;
+
+  const OpGraph& graph_;
+  const CostModel& cost_;
+  const std::vector<DeviceId> targets_;
+  const std::optional<DeviceId> cpu_;
+  const std::vector<LpEdge> edges_;
+  const std::vector<int64_t> wire_;
+};
+
+double FavoriteChildLp::op_time_us(OpId op) const {
+  double sum_s = 0;
+  for (DeviceId d : devices_of(op)) sum_s += cost_.op_time_s(graph_.op(op), d);
+  return 1e6 * sum_s / static_cast<double>(devices_of(op).size());
+}
+
+double FavoriteChildLp::transfer_time_us(const LpEdge& e) const {
+  double sum_s = 0;
+  int pairs = 0;
+  for (DeviceId from : devices_of(e.parent))
+    for (DeviceId to : devices_of(e.child))
+      if (from != to) {
+        sum_s += cost_.transfer_time_s(wire_[e.parent], from, to);
+        ++pairs;
+      }
+  return pairs == 0 ? 0.0 : 1e6 * sum_s / pairs;
+}
+
+std::vector<double> FavoriteChildLp::solve() {
+  const std::size_t n = graph_.num_ops();
+  std::vector<int> x_of(edges_.size(), -1);  // [edge]: its x column, -1 for a control edge
+  int num_x = 0;
+  for (std::size_t e = 0; e < edges_.size(); ++e)
+    if (edges_[e].data) x_of[e] = num_x++;
+  const auto s_of = [&](OpId op) { return num_x + static_cast<int>(op); };
+  const int w = num_x + static_cast<int>(n);
+  const int num_columns = w + 1;
+
+  std::vector<int> rows, columns;
+  std::vector<double> elements, row_lower, row_upper;
+  const auto add_row = [&](double lower, double upper) {
+    row_lower.push_back(lower);
+    row_upper.push_back(upper);
+    return static_cast<int>(row_lower.size()) - 1;
+  };
+  const auto add = [&](int row, int column, double value) {
+    rows.push_back(row);
+    columns.push_back(column);
+    elements.push_back(value);
+  };
+  const double kInf = COIN_DBL_MAX;
+
+  std::vector<double> p_us(n);
+  for (OpId op = 0; op < n; ++op) p_us[op] = op_time_us(op);
+  std::vector<std::vector<int>> out_x(n), in_x(n);
+  for (std::size_t e = 0; e < edges_.size(); ++e) {  // rule 3
+    const LpEdge& edge = edges_[e];
+    const int row = add_row(-kInf, -p_us[edge.parent]);
+    add(row, s_of(edge.parent), 1.0);
+    add(row, s_of(edge.child), -1.0);
+    if (x_of[e] >= 0) {
+      add(row, x_of[e], transfer_time_us(edge));
+      out_x[edge.parent].push_back(x_of[e]);
+      in_x[edge.child].push_back(x_of[e]);
+    }
+  }
+  for (const auto* x_sets : {&out_x, &in_x})  // rules 4 and 5
+    for (const std::vector<int>& xs : *x_sets) {
+      if (xs.size() < 2) continue;
+      const int row = add_row(static_cast<double>(xs.size()) - 1.0, kInf);
+      for (int x : xs) add(row, x, 1.0);
+    }
+  for (OpId op = 0; op < n; ++op)  // rule 6
+    if (graph_.out_degree(op) == 0) {
+      const int row = add_row(-kInf, -p_us[op]);
+      add(row, s_of(op), 1.0);
+      add(row, w, -1.0);
+    }
+
+  std::vector<double> column_lower(static_cast<std::size_t>(num_columns), 0.0);
+  std::vector<double> column_upper(static_cast<std::size_t>(num_columns), kInf);
+  std::fill(column_upper.begin(), column_upper.begin() + num_x, 1.0);
+  std::vector<double> objective(static_cast<std::size_t>(num_columns), 0.0);
+  objective.back() = 1.0;
+
+  const CoinPackedMatrix matrix(false, rows.data(), columns.data(), elements.data(),
+                                static_cast<CoinBigIndex>(elements.size()));
+  ClpSimplex model;
+  model.setLogLevel(0);
+  model.loadProblem(matrix, column_lower.data(), column_upper.data(), objective.data(), row_lower.data(),
+                    row_upper.data());
+  // Presolve, then the dual simplex: on op-level GNMT (122,159 rows, 118,326 columns) 41 s of CPU,
+  // where the dual simplex alone took 107 s and the barrier 103.5 s (docs/learners.md). The LP is
+  // degenerate, so the two simplex paths end at different optimal vertices and favorites.
+  ClpSolve how;
+  how.setSolveType(ClpSolve::useDual);
+  how.setPresolveType(ClpSolve::presolveOn);
+  model.initialSolve(how);
+  if (!model.isProvenOptimal())
+    throw Error("m_sct: CLP did not solve the favorite-child LP (" + std::to_string(row_lower.size()) + " rows, " +
+                std::to_string(num_columns) + " columns): status " + std::to_string(model.status()));
+  const double* solution = model.primalColumnSolution();
+  return {solution, solution + num_x};
+}
+
+}  // namespace
+
+std::vector<std::optional<OpId>> sct_favorite_children(const OpGraph& graph, const CostModel& cost,
+                                                       const MSctOptions& options) {
+  options.validate();
+  FavoriteChildLp lp(graph, cost);
+  const std::vector<double> x = lp.solve();
+  // Rounding (m_sct.py, refine_favorite_child_edges: round(x - threshold + 0.5) == 0). Rules 4 and 5
+  // leave at most two candidates per op, both exactly at the threshold; Baechi's
+  // _assign_favorite_child keeps the last edge it visits and can then clear a parent's newer
+  // favorite by mistake, so we keep the smaller x, then the earlier edge, per parent and per child.
+  constexpr double kTolerance = 1e-7;  // CLP's primal tolerance
+  const std::size_t n = graph.num_ops();
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::vector<double> parent_x(n, kNone), child_x(n, kNone);
+  std::vector<std::optional<OpId>> child_of(n), parent_of(n);
+  std::size_t k = 0;
+  for (const LpEdge& e : lp.edges()) {
+    if (!e.data) continue;
+    const double value = x[k++];
+    if (value <= options.favorite_threshold + kTolerance && value < parent_x[e.parent]) {
+      parent_x[e.parent] = value;
+      child_of[e.parent] = e.child;
+    }
+  }
+  for (OpId parent = 0; parent < n; ++parent) {
+    if (!child_of[parent]) continue;
+    const OpId child = *child_of[parent];
+    if (parent_x[parent] < child_x[child]) {
+      child_x[child] = parent_x[parent];
+      parent_of[child] = parent;
+    }
+  }
+  std::vector<std::optional<OpId>> favorite(n);
+  for (OpId child = 0; child < n; ++child)
+    if (parent_of[child]) favorite[*parent_of[child]] = child;
+  return favorite;
+}
+
+Placement m_sct_placement(const OpGraph& graph, const CostModel& cost, const MSctOptions& options) {
+  return EtfSchedule(graph, cost, options.respect_memory, sct_favorite_children(graph, cost, options), "m_sct").run();
 }
 
 // ---- Registry entries --------------------------------------------------------------------------
@@ -369,6 +659,24 @@ BaselineEntry detail::m_etf_baseline_entry() {
           .argument = "",
           .place = [](const BaselineContext& c, const std::optional<std::string>&) {
             return m_etf_placement(c.graph, c.cost);
+          }};
+}
+
+BaselineEntry detail::m_sct_baseline_entry() {
+  return {.name = "m_sct",
+          .aliases = {},
+          .summary = "Baechi's m-SCT: m-ETF keeping a GPU for the favorite child an LP picks for each op; "
+                     "`m_sct:<threshold>` rounds the LP there (default 0.5)",
+          .paper = "Jeon et al., Baechi, SoCC 2020 §3 (m-SCT); Hanen & Munier 1995 (SCT)",
+          .argument = "<threshold>",
+          .place = [](const BaselineContext& c, const std::optional<std::string>& argument) {
+            MSctOptions options;
+            if (argument) {
+              const std::optional<double> threshold = parse_number<double>(*argument);
+              if (!threshold) throw InputError("m_sct.favorite_threshold = " + *argument + ": must be a number");
+              options.favorite_threshold = *threshold;
+            }
+            return m_sct_placement(c.graph, c.cost, options);
           }};
 }
 

@@ -35,5 +35,6 @@ BaselineEntry round_robin_baseline_entry();
 BaselineEntry heft_baseline_entry();
 BaselineEntry m_topo_baseline_entry();  // baechi.cpp
 BaselineEntry m_etf_baseline_entry();
+BaselineEntry m_sct_baseline_entry();
 
 }  // namespace placelab::detail

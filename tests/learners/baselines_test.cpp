@@ -1,8 +1,10 @@
 #include "placelab/learners/baselines.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -144,12 +146,13 @@ TEST(Heft, RespectsMemoryOfPersistentBytes) {
   EXPECT_LE(on_gpu0, int64_t{3} << 20);
 }
 
-// ---- Baechi's m-TOPO and m-ETF ---------------------------------------------------------------
+// ---- Baechi's m-TOPO, m-ETF and m-SCT ---------------------------------------------------------
 
 class BaechiBaselines : public ::testing::TestWithParam<std::string> {
  protected:
   Placement place(const OpGraph& g, const CostModel& cost) const {
-    return GetParam() == "m_topo" ? m_topo_placement(g, cost.machine()) : m_etf_placement(g, cost);
+    if (GetParam() == "m_topo") return m_topo_placement(g, cost.machine());
+    return GetParam() == "m_etf" ? m_etf_placement(g, cost) : m_sct_placement(g, cost);
   }
 };
 
@@ -193,13 +196,14 @@ TEST_P(BaechiBaselines, FitsWhereEachGpuHoldsOnlyPartOfTheModel) {
   // Blind to memory, a topological order on one device and ETF both pile the layers on one GPU.
   EXPECT_TRUE(sim.simulate(single_gpu_placement(g, m)).oom);
   EXPECT_TRUE(sim.simulate(m_etf_placement(g, cost, {.respect_memory = false})).oom);
+  EXPECT_TRUE(sim.simulate(m_sct_placement(g, cost, {.respect_memory = false})).oom);
   const Placement p = place(g, cost);
   expect_valid(g, m, p, GetParam().c_str());
   const SimResult r = sim.simulate(p);
   EXPECT_FALSE(r.oom) << GetParam() << ": " << oom_message(r, m);
 }
 
-INSTANTIATE_TEST_SUITE_P(Baselines, BaechiBaselines, ::testing::Values("m_topo", "m_etf"));
+INSTANTIATE_TEST_SUITE_P(Baselines, BaechiBaselines, ::testing::Values("m_topo", "m_etf", "m_sct"));
 
 TEST(MTopo, FillsEachGpuUpToAnEvenShareInTopologicalOrder) {
   const Machine m = testing::toy_machine(4);
@@ -241,6 +245,64 @@ TEST(MEtf, MatchesAHandComputedSchedule) {
   EXPECT_EQ(m_etf_placement(g, cost), (Placement{1, 1, 2, 2}));
 }
 
+// Two children of one parent on the toy machine (1 ms per 1e10 FLOP; a's 10 MB output takes 1.02
+// ms between the GPUs, c = 1.02): a (1 ms) → c (1 ms), a → b (1.408 ms); c has the lower id. The
+// LP: w >= 1 + c x_ab + 1.408, w >= 1 + c x_ac + 1, x_ab + x_ac >= 1. Its optimum equalises the two
+// paths: x_ab = (c - 0.408) / 2c = 0.3, x_ac = 0.7, so b is a's favorite at threshold 0.5 and a has
+// none at Baechi's --sct_threshold 0.1.
+struct TwoChildren {
+  OpGraph g;
+  OpId a = 0, c = 0, b = 0;
+  TwoChildren() {
+    constexpr int64_t kBytes = 10'000'000;
+    a = g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+    c = g.add_op({.name = "c", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+    b = g.add_op({.name = "b", .type = "MatMul", .flops = 1.408e10, .output_bytes = kBytes});
+    g.add_edge(a, c, {.bytes = kBytes});
+    g.add_edge(a, b, {.bytes = kBytes});
+  }
+};
+
+TEST(MSct, FavoriteChildIsTheLpsRoundedAnswer) {
+  const Machine m = testing::toy_machine(2);
+  const testing::FlopsCostModel cost(m);
+  const TwoChildren t;
+  const std::vector<std::optional<OpId>> favorite = sct_favorite_children(t.g, cost);
+  EXPECT_EQ(favorite[t.a], t.b);
+  EXPECT_FALSE(favorite[t.b].has_value());
+  EXPECT_FALSE(favorite[t.c].has_value());
+  EXPECT_FALSE(sct_favorite_children(t.g, cost, {.favorite_threshold = 0.1})[t.a].has_value());
+
+  // A diamond a → b (3 ms) → d, a → c (1 ms) → d: the LP keeps the long path's two edges local
+  // (x_ab + x_bd = 0.02 / 1.02 at the optimum) and pays the short path's (x_ac, x_cd >= 0.98).
+  OpGraph g;
+  constexpr int64_t kBytes = 10'000'000;
+  const OpId a = g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+  const OpId b = g.add_op({.name = "b", .type = "MatMul", .flops = 3e10, .output_bytes = kBytes});
+  const OpId c = g.add_op({.name = "c", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+  const OpId d = g.add_op({.name = "d", .type = "AddN", .flops = 1e10, .output_bytes = kBytes});
+  g.add_edge(a, b, {.bytes = kBytes});
+  g.add_edge(a, c, {.bytes = kBytes});
+  g.add_edge(b, d, {.bytes = kBytes});
+  g.add_edge(c, d, {.bytes = kBytes});
+  EXPECT_EQ(sct_favorite_children(g, cost), (std::vector<std::optional<OpId>>{b, d, std::nullopt, std::nullopt}));
+}
+
+// The same graph scheduled. ETF: a on gpu:0 at 0; at 1 c and b could both start on gpu:0 (2.02 on
+// gpu:1), c wins the tie by topological order, and b follows it on gpu:0 at 2 (gpu:1: 2.02): one
+// GPU, done at 3.408. SCT keeps gpu:0 for b, a's favorite; c may take it only when urgent (at 2.02,
+// its start on gpu:1), so b runs there at 1 and c on gpu:1 at 2.02: done at 3.02.
+TEST(MSct, KeepsTheParentsGpuForItsFavoriteChild) {
+  const Machine m = testing::toy_machine(2);
+  const testing::FlopsCostModel cost(m);
+  const TwoChildren t;
+  EXPECT_EQ(m_etf_placement(t.g, cost), (Placement{1, 1, 1}));
+  const Placement p = m_sct_placement(t.g, cost);
+  EXPECT_EQ(p, (Placement{1, 2, 1}));
+  const Simulator sim(t.g, cost);
+  EXPECT_LT(sim.simulate(p).step_time_s, sim.simulate(m_etf_placement(t.g, cost)).step_time_s);
+}
+
 TEST(Baselines, OptionsAreValidated) {
   MetisPlacementOptions mo;
   mo.imbalance = 1.0;
@@ -248,6 +310,8 @@ TEST(Baselines, OptionsAreValidated) {
   ScotchPlacementOptions so;
   so.seed = -1;
   EXPECT_THROW(so.validate(), InputError);
+  EXPECT_THROW(MSctOptions{.favorite_threshold = 1.0}.validate(), InputError);
+  EXPECT_THROW(MSctOptions{.favorite_threshold = -0.1}.validate(), InputError);
 }
 
 // Scotch 7 maps with threads by default; on a graph this large two runs used to differ (Inception-V3

@@ -1,6 +1,6 @@
 // The classical placements every learner is compared with (Mirhoseini et al. 2017, Post Table 1):
 // single GPU, single CPU, METIS, Scotch, MinCut, random, round-robin, a list scheduler (HEFT) as
-// a strong non-learning reference, and Baechi's memory-aware placers m-TOPO and m-ETF. Each
+// a strong non-learning reference, and Baechi's memory-aware placers m-TOPO, m-ETF and m-SCT. Each
 // returns a full op placement (one DeviceId per op) that keeps every TF colocation group on one
 // device and puts ops marked cpu_only on the machine's first CPU when it has one (TF soft
 // placement). The expert placements live in the model zoo (models/).
@@ -77,11 +77,12 @@ struct HeftOptions {
 Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
 
 // Baechi's memory-constrained placers (Jeon et al., "Baechi: Fast Device Placement of Machine
-// Learning Graphs", SoCC 2020; code: github.com/beomyeol/baechi, placer/m_topo.py, m_etf.py). Both
-// place over the GPUs (every device when there is none), keep colocation groups whole, put cpu_only
-// ops on the first CPU, and count an op's memory as Baechi does: its output bytes plus its
-// persistent bytes (Baechi's "temporary + output memory", a variable's value being its output; our
-// ops have no temporary buffer). Deterministic. Throws InputError when the machine has no devices.
+// Learning Graphs", SoCC 2020; code: github.com/beomyeol/baechi, placer/m_topo.py, m_etf.py,
+// m_sct.py). All three place over the GPUs (every device when there is none), keep colocation
+// groups whole, put cpu_only ops on the first CPU, and count an op's memory as Baechi does: its
+// output bytes plus its persistent bytes (Baechi's "temporary + output memory", a variable's value
+// being its output; our ops have no temporary buffer). Deterministic. Throws InputError when the
+// machine has no devices.
 
 struct MTopoOptions {
   // true (Baechi's m-TOPO): each device takes ops up to an even share, Σ op memory / devices +
@@ -108,5 +109,32 @@ struct MEtfOptions {
 // when the group is not placed yet) exceed its memory; an output (and its copies) is freed once
 // all its consumers are scheduled. When no ready op fits anywhere, memory is ignored for that step.
 Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options = {});
+
+struct MSctOptions {
+  // Hanen & Munier's rounding of the LP: edge i → j makes j i's favorite child when the LP pays at
+  // most this fraction of its communication (x_ij <= favorite_threshold). 0.5 is Hanen & Munier's
+  // and m_sct.py's default; Baechi's placer_lib.py passes --sct_threshold = 0.1.
+  double favorite_threshold = 0.5;
+  bool respect_memory = true;  // as MEtfOptions
+  void validate() const;       // throws InputError unless 0 <= favorite_threshold < 1
+};
+// The favorite children of Hanen & Munier's SCT ("small communication times", 1995) as Baechi
+// computes them (m_sct.py, FavoriteChildLPSolver): the LP relaxation of the makespan with one
+// variable x_ij in [0, 1] per data edge (1: the communication is paid, 0: j runs right after i on
+// i's device) and a start time per op, minimising the makespan subject to s_i + p_i + c_ij x_ij <=
+// s_j, at most one child per op and one parent per op with x = 0 (Σ x >= degree - 1). p_i is op i's
+// mean time over the devices it may use, c_ij the mean transfer time of what i sends (graph/
+// transfers.h) between two of them; control edges order ops but have no x. Solved with COIN-OR CLP
+// (presolve and dual simplex, quiet, deterministic). Returns, per op, its favorite child, if any: rounded at
+// favorite_threshold, each op keeping at most one child and each child one parent (the smaller x,
+// then the earlier edge). Throws Error when CLP does not reach an optimum.
+std::vector<std::optional<OpId>> sct_favorite_children(const OpGraph& graph, const CostModel& cost,
+                                                       const MSctOptions& options = {});
+// m-SCT: m-ETF's list scheduling (same start times, memory test and tie order) with SCT's rule
+// for favorite children (Baechi's SCTDevice): a device whose last scheduled op has a favorite child
+// that is ready, unscheduled and starts there no later than anywhere else is kept for that child;
+// another op may start on it only once it is urgent, at the latest of its start times over the
+// devices it may use (when its inputs could be everywhere). Favorites from sct_favorite_children.
+Placement m_sct_placement(const OpGraph& graph, const CostModel& cost, const MSctOptions& options = {});
 
 }  // namespace placelab
