@@ -35,7 +35,7 @@ const std::vector<BaselineEntry>& baseline_list() {
       detail::single_gpu_baseline_entry(), detail::single_cpu_baseline_entry(), detail::expert_baseline_entry(),
       detail::metis_baseline_entry(),      detail::scotch_baseline_entry(),     detail::mincut_baseline_entry(),
       detail::random_baseline_entry(),     detail::round_robin_baseline_entry(), detail::heft_baseline_entry(),
-      detail::m_topo_baseline_entry(),     detail::m_etf_baseline_entry(),
+      detail::m_topo_baseline_entry(),     detail::m_etf_baseline_entry(),      detail::exact_baseline_entry(),
   };
   return kBaselines;
 }

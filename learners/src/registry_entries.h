@@ -34,5 +34,6 @@ BaselineEntry round_robin_baseline_entry();
 BaselineEntry heft_baseline_entry();
 BaselineEntry m_topo_baseline_entry();  // baechi.cpp
 BaselineEntry m_etf_baseline_entry();
+BaselineEntry exact_baseline_entry();   // exact.cpp
 
 }  // namespace placelab::detail
