@@ -215,6 +215,7 @@ class MilpBuilder {
     integer_.push_back(integer);
     return static_cast<int>(lb_.size() - 1);
   }
+  void set_upper(int column, double ub) { ub_[static_cast<std::size_t>(column)] = ub; }
   // Σ coefs · cols ≥ rhs (sense 'G'), ≤ ('L') or = ('E'). Repeated columns are summed.
   void add_row(std::vector<std::pair<int, double>> terms, char sense, double rhs) {
     std::sort(terms.begin(), terms.end());
@@ -292,6 +293,40 @@ std::unique_ptr<Cbc_Model, CbcDeleter> make_cbc(const MilpBuilder& mb, const Exa
   return model;
 }
 
+// For each target device (an index into `devices`): whether it is the first of its orbit under the
+// permutations of the targets that leave the relaxation below unchanged — every device and its
+// image price ops alike (CostModel::op_time_representative) and have the same memory and streams,
+// and every pair's transfers take as long as their images' (checked at 0 bytes and at 1 GiB:
+// latency and bandwidth). Any group placement maps by such a permutation to one that puts a chosen
+// group on the first device of its orbit with the same relaxed makespan, so the relaxation may fix
+// one group that way without changing its optimum.
+std::vector<bool> orbit_representatives(const CostModel& cost, const std::vector<DeviceId>& devices) {
+  const Machine& m = cost.machine();
+  const std::size_t nd = devices.size();
+  std::vector<bool> rep(nd, true);
+  if (nd > 8) return rep;  // 8! permutations at most
+  const auto alike = [&](DeviceId a, DeviceId b) {
+    return cost.op_time_representative(a) == cost.op_time_representative(b) &&
+           m.devices[a].memory_bytes == m.devices[b].memory_bytes && m.devices[a].streams == m.devices[b].streams;
+  };
+  std::vector<std::size_t> perm(nd);
+  std::iota(perm.begin(), perm.end(), std::size_t{0});
+  do {
+    bool symmetry = true;
+    for (std::size_t i = 0; i < nd && symmetry; ++i) symmetry = alike(devices[i], devices[perm[i]]);
+    for (std::size_t i = 0; i < nd && symmetry; ++i)
+      for (std::size_t j = 0; j < nd && symmetry; ++j)
+        if (i != j)
+          for (const int64_t bytes : {int64_t{0}, int64_t{1} << 30})
+            symmetry = symmetry && cost.transfer_time_s(bytes, devices[i], devices[j]) ==
+                                       cost.transfer_time_s(bytes, devices[perm[i]], devices[perm[j]]);
+    if (symmetry)
+      for (std::size_t i = 0; i < nd; ++i)
+        if (perm[i] < i) rep[i] = false;  // i's orbit has an earlier device
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return rep;
+}
+
 // The relaxation (exact.h, ExactResult::group_bound_s), at op level: a start t_v per op; for every
 // edge u → v, t_v ≥ t_u + the time of u on its group's device, plus, for a data edge between
 // different devices, the time u's copy holds its route (cost.transfer_time_s of wire_bytes(u));
@@ -317,6 +352,17 @@ std::optional<std::pair<double, bool>> relaxation_bound(const OpGraph& graph, co
       if (d.cpu && d.devices[i] == *d.cpu) capacity -= d.pinned_bytes;
       x[g][i] = mb.add_column(0, d.group_bytes[g] > capacity ? 0 : 1, 0, true);
     }
+  // Symmetry: the group with the most work may only take the first device of each orbit.
+  {
+    std::vector<double> work(grouping.num_groups(), 0.0);
+    for (OpId op = 0; op < n; ++op)
+      if (!pinned(op)) work[grouping.group_of(op)] += cost.op_time_s(graph.op(op), d.devices[0]);
+    const std::size_t heaviest = static_cast<std::size_t>(std::max_element(work.begin(), work.end()) - work.begin());
+    const std::vector<bool> rep = orbit_representatives(cost, d.devices);
+    if (!work.empty() && work[heaviest] > 0)
+      for (std::size_t i = 0; i < nd; ++i)
+        if (!rep[i]) mb.set_upper(x[heaviest][i], 0);
+  }
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<int> start(n);
   for (OpId op = 0; op < n; ++op) start[op] = mb.add_column(0, inf, 0, false);
@@ -693,7 +739,7 @@ BaselineEntry detail::exact_baseline_entry() {
             // Without a scenario's grouping (--placement exact on the command line): layer scopes.
             const Grouping fallback = c.grouping ? Grouping{} : group_by_model_units(c.graph, false);
             const ExactResult r = solve_exact(c.graph, c.cost, c.grouping ? *c.grouping : fallback, options);
-            if (c.note) *c.note = "exact " + r.summary();
+            if (c.note) *c.note = r.summary();
             if (r.status == ExactStatus::kNoIncumbent)
               throw InputError("exact: no placement: " + r.summary());
             return r.placement;

@@ -27,7 +27,7 @@ struct ExactOptions {
   // the number of tasks (a few per group). Larger problems are refused with an InputError that
   // suggests a coarser grouping.
   std::size_t max_groups = 64;
-  double relative_gap = 1e-4;   // CBC stops when (incumbent − bound) / incumbent ≤ this; in [0, 1)
+  double relative_gap = 1e-3;   // CBC stops when (incumbent − bound) / incumbent ≤ this; in [0, 1)
   int seed = 1;                 // CBC's random seed (one thread, so a seed fixes the search); ≥ 0
   // Devices the groups may use; empty: the machine's GPUs (every device when it has none). CPU-only
   // ops go to the machine's first CPU whatever this says (TF soft placement, as the baselines).
