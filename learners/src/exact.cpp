@@ -16,7 +16,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -152,12 +151,12 @@ struct ModelData {
   std::vector<DeviceId> devices;           // the targets, D
   std::optional<DeviceId> cpu;
   std::vector<std::vector<double>> p;      // [task][i]: ms on devices[i]; pinned: [task][0] on the CPU
-  std::vector<int64_t> group_bytes;        // persistent bytes of a model group's non-pinned ops
+  std::vector<int64_t> group_bytes;        // [group] persistent bytes of its ops that are not pinned
   int64_t pinned_bytes = 0;                // persistent bytes of the CPU-only ops
   bool single_stream(std::size_t i, const Machine& m) const { return m.devices[devices[i]].streams <= 1; }
 };
 
-// The model's makespan (ms) of a group placement (index into devices per model group), scheduled as
+// The model's makespan (ms) of a group placement (an index into devices per group), scheduled as
 // a list in task order: each task starts when its inputs have arrived and its single-stream device
 // is free. Also the start times. Empty when the persistent bytes do not fit.
 struct ListSchedule {

@@ -86,7 +86,8 @@ struct ExactResult {
 // for every pair of tasks neither of which reaches the other, an order binary and big-M
 // disjunctions so that two tasks on one single-stream device do not overlap; Σ persistent bytes of
 // a device's groups ≤ its memory; minimise the makespan C ≥ S_t + P_t. CBC starts from the best of
-// the single-device and HEFT placements, scheduled in the model.
+// the single-device and HEFT placements, scheduled in the model. Before it, with a fifth of the
+// time limit, CBC solves the op-level relaxation behind group_bound_s.
 //
 // Throws InputError for bad options, a grouping of another graph, or more than max_groups groups.
 // Deterministic for given inputs and options (one thread, a fixed seed), up to where the time limit
