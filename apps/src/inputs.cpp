@@ -30,11 +30,11 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
 }
 
 Placement resolve_placement(std::string_view spec, const GraphSource& source, const MachineSource& ms,
-                            uint64_t seed) {
+                            uint64_t seed, const Grouping* grouping, std::string* note) {
   const OpGraph& g = source.graph;
   const Machine& m = ms.machine;
   if (find_baseline(spec.substr(0, spec.find(':')))) {
-    BaselineContext context{g, m, *ms.cost, seed, {}};
+    BaselineContext context{g, m, *ms.cost, seed, {}, grouping, note};
     if (source.expert)
       context.expert = [&] {
         std::vector<DeviceId> gpus = gpu_devices(m);

@@ -13,6 +13,10 @@
 #include "placelab/hwmodels/machine_source.h"
 #include "placelab/models/expert.h"
 
+namespace placelab {
+class Grouping;
+}
+
 namespace placelab::cli {
 
 // A graph loaded from --graph or built from --model, with what reports need to know about it.
@@ -30,7 +34,9 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
 // Resolves a baseline rule of the registry ("name" or "name:argument", placement_rules_help() in
 // learners/registry.h) or else a placement JSON file. `seed` feeds the randomised baselines so runs
 // are reproducible; a zoo model's expert placement is passed to the registry from models/.
+// `grouping` (the scenario's; may be null) and `note` (may be null) are passed to the baseline as
+// BaselineContext::grouping and ::note.
 Placement resolve_placement(std::string_view spec, const GraphSource& graph, const MachineSource& machine,
-                            uint64_t seed = 1);
+                            uint64_t seed = 1, const Grouping* grouping = nullptr, std::string* note = nullptr);
 
 }  // namespace placelab::cli

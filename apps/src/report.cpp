@@ -34,15 +34,18 @@ std::string seconds_cell(const json& res) {
   return cell;
 }
 
-// Why a baseline has no number: OOM on which device by how much, or the error.
+// Why a baseline has no number: OOM on which device by how much, or the error; else what the
+// baseline noted about its first run (exact: the solver's status, bound and gap).
 std::string note_cell(const json& res) {
+  std::string note;
   for (const json& r : res["runs"]) {
     if (r.contains("error")) return r["error"].get<std::string>();
     if (r.value("oom", false) && r.contains("oom_device"))
       return fmt::format("OOM: {} over by {}", r["oom_device"].get<std::string>(),
                          format_bytes(r["oom_excess_bytes"].get<int64_t>()));
+    if (note.empty() && r.contains("note")) note = r["note"].get<std::string>();
   }
-  return "";
+  return note;
 }
 
 // The name of the report's "vs policy gradient" reference ("" when there is none).

@@ -280,13 +280,18 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   // Baselines: simulated once per seed (the randomised ones differ by seed). Those that fit are
   // starts for search learners (LearnerContext::best_baseline, below).
   std::map<uint64_t, std::vector<Placement>> baseline_placements;
+  std::map<uint64_t, Grouping> groupings;  // the scenario's grouping per seed, for baselines that place groups (exact)
   for (const std::string& b : s.baselines) {
     json runs = json::array();
     std::vector<double> times;
     for (uint64_t seed : seeds) {
       json r = {{"seed", seed}};
       try {
-        Placement p = resolve_placement(b, src, *ms, seed);
+        auto grouping = groupings.find(seed);
+        if (grouping == groupings.end()) grouping = groupings.emplace(seed, make_scenario_grouping(s, g, seed)).first;
+        std::string note;
+        Placement p = resolve_placement(b, src, *ms, seed, &grouping->second, &note);
+        if (!note.empty()) r["note"] = note;
         SimResult res = sim.simulate(p);
         r["step_time_s"] = res.step_time_s;
         r["oom"] = res.oom;

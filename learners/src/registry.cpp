@@ -37,6 +37,7 @@ const std::vector<BaselineEntry>& baseline_list() {
       detail::metis_baseline_entry(),      detail::scotch_baseline_entry(),     detail::mincut_baseline_entry(),
       detail::random_baseline_entry(),     detail::round_robin_baseline_entry(), detail::heft_baseline_entry(),
       detail::m_topo_baseline_entry(),     detail::m_etf_baseline_entry(),      detail::m_sct_baseline_entry(),
+      detail::exact_baseline_entry(),
   };
   return kBaselines;
 }

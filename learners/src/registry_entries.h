@@ -36,5 +36,6 @@ BaselineEntry heft_baseline_entry();
 BaselineEntry m_topo_baseline_entry();  // baechi.cpp
 BaselineEntry m_etf_baseline_entry();
 BaselineEntry m_sct_baseline_entry();
+BaselineEntry exact_baseline_entry();   // exact.cpp
 
 }  // namespace placelab::detail

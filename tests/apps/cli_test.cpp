@@ -602,6 +602,26 @@ TEST_F(Cli, NeuralLearnersRunDeterministicallyAndResumeExactly) {
   EXPECT_EQ(slurp(dir_ / "nfull" / "curve.csv"), slurp(dir_ / "npart" / "curve.csv"));
 }
 
+// A baseline with an argument in a scenario, and the exact model's note on its row and in the report.
+TEST_F(Cli, RunsBaselinesWithArgumentsAndTheExactModel) {
+  const std::string sc = write("exact.yaml", "name: exact\ngraph: " + quickstart_ +
+                                                 "\nmachine: k80x2\ndevices: gpus\ngrouping: metis\ngroups: 8\n"
+                                                 "seeds: 1\nbaselines: [single_gpu, \"random:3\", \"exact:2\"]\noutput: " +
+                                                 (dir_ / "exact").string() + "\n");
+  CliResult r = placelab("run " + sc + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(slurp(dir_ / "exact" / "summary.json"));
+  ASSERT_EQ(j["results"].size(), 3u);
+  EXPECT_EQ(j["results"][1]["name"], "random:3");
+  const auto& exact = j["results"][2];
+  EXPECT_EQ(exact["name"], "exact:2");
+  ASSERT_TRUE(exact["runs"][0].contains("note")) << exact.dump();
+  const std::string note = exact["runs"][0]["note"].get<std::string>();
+  EXPECT_TRUE(note.starts_with("optimal: ") || note.starts_with("time limit: ")) << note;
+  EXPECT_NE(note.find("every group placement"), std::string::npos) << note;
+  EXPECT_NE(slurp(dir_ / "exact" / "report.md").find(note), std::string::npos);
+}
+
 TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
   struct Case {
     std::string text, expect;
@@ -611,6 +631,8 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
       {small_scenario(quickstart_, dir_ / "o", "paper: {post: fast}\n"), "paper.post = fast"},
       {"name: x\nmodel: resnet50\nlearners:\n  post: {ce_every: -5}\n", "learners.post"},
       {"name: x\nmodel: resnet50\nbaselines: [single_gpu, fastest]\n", "fastest: unknown baseline"},
+      {"name: x\nmodel: resnet50\nbaselines: [heft:3]\n", "baselines[] = heft:3: heft takes no argument"},
+      {"name: x\nmodel: resnet50\nbaselines: [random:3, random:3]\n", "baselines[] = random:3: listed twice"},
       {"name: x\nmodel: resnet50\nsamples: -1\nbaselines: [single_gpu]\n", "samples = -1"},
       {"name: x\nbaselines: [single_gpu]\n", "needs `model"},
       {"name: [x\n", "YAML syntax error"},

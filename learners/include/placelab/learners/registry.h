@@ -64,6 +64,8 @@ std::string option_value_text(const OptionValue& value);
 // learners); defined in problem.h. Table learners ignore it.
 struct PlacementProblem;
 
+class Grouping;
+
 // What a learner is built for. `problem` is borrowed: it must outlive the learner.
 struct LearnerContext {
   SearchSpace space;
@@ -130,6 +132,12 @@ struct BaselineContext {
   // The graph's expert placement; empty when the graph has none (a graph file rather than a zoo
   // model). learners/ cannot include models/, so the caller passes the zoo's in.
   std::function<Placement()> expert;
+  // The scenario's grouping, for baselines that place groups (exact); null: the baseline's own
+  // default (exact: scope_units). Borrowed for the call.
+  const Grouping* grouping = nullptr;
+  // Where a baseline has more to report than its placement (exact: the solver's status, bound and
+  // gap), it writes one line here when not null; a run puts it in the result row's note.
+  std::string* note = nullptr;
 };
 
 struct BaselineEntry {
