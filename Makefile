@@ -24,12 +24,16 @@ SANITIZE_TESTS ?= graph/graph_test hwmodels/hwmodels_test sim/sim_test models/mo
   models/onnx_import_test profiler/profiler_test
 SANITIZE_FILTER ?= -CpuCalibration.*:CpuTiming.*:CpuSweep.*
 
-.PHONY: all deps configure build python run test bench clean fuzz-configure fuzz-build fuzz sanitize
+.PHONY: all deps test-deps configure build python run test bench clean fuzz-configure fuzz-build fuzz sanitize
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
+
+# What only the tests use as well (python3-torch for the PyTorch example's test).
+test-deps:
+	@bash scripts/install-deps.sh --tests
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(if $(CI),-DPLACELAB_WERROR=ON) $(CMAKE_FLAGS)
@@ -45,7 +49,7 @@ python: configure
 run: build
 	$(PLACELAB) run scenarios/quickstart.yaml
 
-test: build
+test: build test-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # Google Benchmark reports as JSON under results/bench/.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages placelab builds and runs with, only those that are missing.
 # Idempotent: when everything is present it does nothing (no apt-get update, no network).
+#   scripts/install-deps.sh           what `make build` and `make run` need
+#   scripts/install-deps.sh --tests   that, plus what only tests use (`make test`)
 set -euo pipefail
 
 packages=(
@@ -15,6 +17,13 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-pytest
   clang-16 libclang-rt-16-dev  # make fuzz / make sanitize: libFuzzer, ASan, UBSan (Clang >= 16)
 )
+# python3-torch 1.13 runs examples/python/reinforce_torch.py in python/tests/test_examples.py and
+# apply_module_map's tests (test_frameworks.py). On Debian 12 it pulls 161 packages (135 MB of
+# archives, 568 MB on disk; about 40 s to unpack after the download), so only `make test` asks for it.
+test_packages=(python3-torch)
+if [[ ${1:-} == --tests ]]; then
+  packages+=("${test_packages[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

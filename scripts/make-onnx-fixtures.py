@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Generates the ONNX test fixtures of placelab's ONNX importer.
 
-  /usr/bin/python3 scripts/make-onnx-fixtures.py                  # tests/data/onnx/tiny_cnn.onnx
+  /usr/bin/python3 scripts/make-onnx-fixtures.py                  # tests/data/onnx/tiny_cnn.onnx, tiny_resnet.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --resnet50 /tmp/resnet50.onnx
 
-The default fixture is built with python3-onnx's helper API (no torch), so CI can regenerate it.
+The default fixtures are built with python3-onnx's helper API (no torch), so CI can regenerate it.
 --resnet50 exports torchvision's ResNet-50 (weights=None, batch 1) with torch.onnx.export; it
 needs python3-torch and python3-torchvision (Debian) and is only for the local comparison test
 (PLACELAB_RESNET50_ONNX). Run with Debian's /usr/bin/python3: the pyenv python3 lacks these modules.
@@ -51,6 +51,46 @@ def tiny_cnn():
     return model
 
 
+def tiny_resnet():
+    """A stem convolution, one residual block and a classifier, its nodes named as torch.onnx.export
+    (PyTorch 1.13) names them for nn.Modules `stem`, `layer1 = Sequential(Block())` with `conv1`,
+    `bn1`, `relu`, and `fc`: "/layer1/layer1.0/conv1/Conv" and so on. For export-placement's module
+    paths (tests/apps/cli_test.cpp). x [N,3,8,8] -> Conv 4x3x3x3 -> (Conv 4x4x3x3 -> BN -> Relu) + ->
+    GlobalAveragePool -> Flatten -> Gemm [10,4]^T + [10]."""
+    rng = np.random.default_rng(1)
+
+    def init(name, *dims):
+        return numpy_helper.from_array(rng.standard_normal(dims).astype(np.float32), name)
+
+    b = "layer1.0."
+    inits = [init("stem.weight", 4, 3, 3, 3), init(b + "conv1.weight", 4, 4, 3, 3), init(b + "bn1.weight", 4),
+             init(b + "bn1.bias", 4), init(b + "bn1.running_mean", 4),
+             numpy_helper.from_array(np.ones(4, np.float32), b + "bn1.running_var"),
+             init("fc.weight", 10, 4), init("fc.bias", 10)]
+    nodes = [
+        helper.make_node("Conv", ["x", "stem.weight"], ["s"], name="/stem/Conv", kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["s", b + "conv1.weight"], ["c"], name="/layer1/layer1.0/conv1/Conv",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", b + "bn1.weight", b + "bn1.bias", b + "bn1.running_mean",
+                                                b + "bn1.running_var"], ["bn"],
+                         name="/layer1/layer1.0/bn1/BatchNormalization"),
+        helper.make_node("Relu", ["bn"], ["r"], name="/layer1/layer1.0/relu/Relu"),
+        helper.make_node("Add", ["r", "s"], ["a"], name="/layer1/layer1.0/Add"),
+        helper.make_node("GlobalAveragePool", ["a"], ["g"], name="/avgpool/GlobalAveragePool"),
+        helper.make_node("Flatten", ["g"], ["f"], name="/Flatten"),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "tiny_resnet",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, producer_name="placelab make-onnx-fixtures",
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def export_resnet50(path):
     import torch
     import torchvision
@@ -75,9 +115,10 @@ def main():
     if args.resnet50:
         export_resnet50(args.resnet50)
         return 0
-    path = os.path.join(args.out_dir, "tiny_cnn.onnx")
-    onnx.save(tiny_cnn(), path)
-    print(f"wrote {os.path.normpath(path)}")
+    for name, build in (("tiny_cnn.onnx", tiny_cnn), ("tiny_resnet.onnx", tiny_resnet)):
+        path = os.path.join(args.out_dir, name)
+        onnx.save(build(), path)
+        print(f"wrote {os.path.normpath(path)}")
     return 0
 
 

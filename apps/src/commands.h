@@ -18,5 +18,6 @@ void add_models_commands(CLI::App& app);   // models, export, inspect
 void add_run_commands(CLI::App& app);      // run, report, sweep
 void add_learners_command(CLI::App& app);  // the learner and baseline registry
 void add_calibrate_commands(CLI::App& app);  // calibrate, verify
+void add_export_placement_command(CLI::App& app);
 
 }  // namespace placelab::cli

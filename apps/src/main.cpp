@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   placelab::cli::add_run_commands(app);
   placelab::cli::add_learners_command(app);
   placelab::cli::add_calibrate_commands(app);
+  placelab::cli::add_export_placement_command(app);
   // Under mpirun, an error one rank met alone must end the whole job (end_mpi_after_error).
   const auto failed = [](int code) {
     placelab::cli::end_mpi_after_error(code);

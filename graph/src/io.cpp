@@ -436,11 +436,11 @@ void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view 
   out << s;
 }
 
-Placement parse_placement_json(std::string_view text, std::string_view origin, const OpGraph& graph,
-                               std::span<const std::string> device_names) {
-  PLACELAB_CHECK(device_names.size() <= std::numeric_limits<DeviceId>::max()) << device_names.size() << " devices";
-  Reader r(text, origin);
-  const json doc = r.parse();
+namespace {
+
+// The checks every placement file passes whatever reads it: an object of known keys, the format and
+// version when present, exactly one of "placement" and "devices". Returns those two members (one null).
+std::pair<const json*, const json*> placement_members(const Reader& r, const json& doc) {
   r.object(doc, "");
   static constexpr std::string_view kFields[] = {"format", "version", "placement", "devices"};
   r.check_keys(doc, "", kFields, "");
@@ -456,6 +456,17 @@ Placement parse_placement_json(std::string_view text, std::string_view origin, c
     r.fail("/devices", "a placement file has \"placement\" or \"devices\", not both");
   if (!by_name && !in_order)
     r.fail("", "missing \"placement\" (op name -> device name) or \"devices\" (device names in op-id order)");
+  return {by_name, in_order};
+}
+
+}  // namespace
+
+Placement parse_placement_json(std::string_view text, std::string_view origin, const OpGraph& graph,
+                               std::span<const std::string> device_names) {
+  PLACELAB_CHECK(device_names.size() <= std::numeric_limits<DeviceId>::max()) << device_names.size() << " devices";
+  Reader r(text, origin);
+  const json doc = r.parse();
+  const auto [by_name, in_order] = placement_members(r, doc);
 
   std::unordered_map<std::string_view, DeviceId> device_ids;
   std::string valid;
@@ -505,6 +516,26 @@ Placement parse_placement_json(std::string_view text, std::string_view origin, c
 Placement read_placement_json(const std::filesystem::path& path, const OpGraph& graph,
                               std::span<const std::string> device_names) {
   return parse_placement_json(read_text_file(path), path.string(), graph, device_names);
+}
+
+std::vector<std::pair<std::string, std::string>> parse_placement_names_json(std::string_view text,
+                                                                          std::string_view origin) {
+  Reader r(text, origin);
+  const json doc = r.parse();
+  const auto [by_name, in_order] = placement_members(r, doc);
+  if (!by_name)
+    r.fail("/devices", "lists devices in op-id order and names no ops: the graph is needed to read it; write the "
+                       "\"placement\" form (op name -> device name), as `placelab run` does in best_placement.json");
+  r.object(*by_name, "/placement");
+  std::vector<std::pair<std::string, std::string>> ops;
+  ops.reserve(by_name->size());
+  for (const auto& [op_name, value] : by_name->items())
+    ops.emplace_back(op_name, r.string(value, "/placement/" + json_pointer_token(op_name), false));
+  return ops;
+}
+
+std::vector<std::pair<std::string, std::string>> read_placement_names_json(const std::filesystem::path& path) {
+  return parse_placement_names_json(read_text_file(path), path.string());
 }
 
 void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placement,

@@ -459,14 +459,14 @@ class Importer {
   }
 
   // --- nodes ------------------------------------------------------------------------------------
-  // The layer scope of a node: its name up to the last '/' (PyTorch ≥ 1.13 names nodes
-  // "/layer1/layer1.0/conv1/Conv"), else the name itself, else "<op>_<index>".
+  // The layer scope of a node: onnx_node_scope of its name, else the name itself (without its
+  // leading '/'), else "<op>_<index>".
   std::string layer_key(const onnx::NodeProto& n, int index) const {
-    std::string name = n.name();
-    while (!name.empty() && name.front() == '/') name.erase(name.begin());
-    auto slash = name.rfind('/');
-    if (slash != std::string::npos) return name.substr(0, slash);
-    return name.empty() ? n.op_type() + "_" + std::to_string(index) : name;
+    std::string scope = onnx_node_scope(n.name());
+    if (!scope.empty()) return scope;
+    std::string_view name = n.name();
+    while (!name.empty() && name.front() == '/') name.remove_prefix(1);
+    return name.empty() ? n.op_type() + "_" + std::to_string(index) : std::string(name);
   }
 
   void import_node(const onnx::NodeProto& n, int index) {
@@ -1122,15 +1122,41 @@ std::string OnnxImportReport::brief_report() const {
   return s.str();
 }
 
-OpGraph import_onnx_bytes(std::string_view bytes, std::string_view origin, const OnnxImportOptions& options,
-                          OnnxImportReport* report) {
-  options.validate();
-  const std::string file(origin);
+namespace {
+
+onnx::ModelProto parse_model(std::string_view bytes, const std::string& file) {
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw InputError(file + ": " + std::to_string(bytes.size()) + " bytes: must be < 2 GiB (protobuf's limit)");
   onnx::ModelProto model;
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw InputError(file + ": not a valid ONNX ModelProto (protobuf parsing failed: garbage or a truncated file)");
+  return model;
+}
+
+}  // namespace
+
+std::string onnx_node_scope(std::string_view node_name) {
+  while (!node_name.empty() && node_name.front() == '/') node_name.remove_prefix(1);
+  auto slash = node_name.rfind('/');
+  return slash == std::string_view::npos ? std::string() : std::string(node_name.substr(0, slash));
+}
+
+std::vector<std::string> onnx_node_scopes(const std::filesystem::path& path) {
+  const onnx::ModelProto model = parse_model(read_text_file(path), path.string());
+  std::vector<std::string> scopes;
+  std::set<std::string, std::less<>> seen;
+  for (const onnx::NodeProto& n : model.graph().node()) {
+    std::string scope = onnx_node_scope(n.name());
+    if (!scope.empty() && seen.insert(scope).second) scopes.push_back(std::move(scope));
+  }
+  return scopes;
+}
+
+OpGraph import_onnx_bytes(std::string_view bytes, std::string_view origin, const OnnxImportOptions& options,
+                          OnnxImportReport* report) {
+  options.validate();
+  const std::string file(origin);
+  onnx::ModelProto model = parse_model(bytes, file);
   OnnxImportReport local;
   OnnxImportReport& r = report ? *report : local;
   r = {};

@@ -11,7 +11,8 @@
     times, oom = sim.simulate_batch(np.random.default_rng(0).integers(0, m.num_devices, (100, g.num_ops)))
 
 The compiled part is ``placelab._placelab``; this package re-exports it and adds the
-Gymnasium-style environments (``PlacementEnv``, ``PlacementBanditEnv``). docs/python.md is the guide.
+Gymnasium-style environments (``PlacementEnv``, ``PlacementBanditEnv``) and ``apply_module_map``, which
+applies ``placelab export-placement --format torch``'s map to a ``torch.nn.Module``. docs/python.md is the guide.
 Bad input raises ``placelab.InputError`` (a ``ValueError``) with the same file:line: field message
 as the command line.
 """
@@ -38,6 +39,7 @@ from ._placelab import (
     run,
 )
 from .env import Box, Discrete, MultiDiscrete, PlacementBanditEnv, PlacementEnv
+from .frameworks import apply_module_map, torch_device
 
 __all__ = [
     "Box",
@@ -54,6 +56,7 @@ __all__ = [
     "Result",
     "Simulator",
     "__version__",
+    "apply_module_map",
     "baseline",
     "baselines",
     "describe_problem",
@@ -64,4 +67,5 @@ __all__ = [
     "machines",
     "models",
     "run",
+    "torch_device",
 ]

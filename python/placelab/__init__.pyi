@@ -1,4 +1,4 @@
-# Type stubs for placelab (the compiled placelab._placelab and placelab.env). docs/python.md.
+# Type stubs for placelab (the compiled placelab._placelab, placelab.env and placelab.frameworks). docs/python.md.
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -8,6 +8,7 @@ import numpy.typing as npt
 
 from .env import Box as Box, Discrete as Discrete, MultiDiscrete as MultiDiscrete
 from .env import PlacementBanditEnv as PlacementBanditEnv, PlacementEnv as PlacementEnv
+from .frameworks import apply_module_map as apply_module_map, torch_device as torch_device
 
 __version__: str
 

@@ -830,6 +830,66 @@ TEST_F(Cli, ModelsExportInspect) {
   EXPECT_NE(d.out.find("deep.json:1: nested deeper than 512 levels"), std::string::npos) << d.out;
 }
 
+TEST_F(Cli, ExportPlacementGivesTorchModulesAndTensorflowDevices) {
+  // tests/data/onnx/tiny_resnet.onnx names its nodes as torch.onnx.export does ("/layer1/layer1.0/conv1/Conv").
+  const std::string onnx = std::string(PLACELAB_SOURCE_DIR) + "/tests/data/onnx/tiny_resnet.onnx";
+  const fs::path graph = dir_ / "g.json";
+  CliResult im = placelab("import " + onnx + " --batch 4 --optimizer momentum -o " + graph.string());
+  ASSERT_EQ(im.status, 0) << im.out;
+  // Everything on gpu:0, bn1 on gpu:1 but for one of its ops on cpu:0.
+  nlohmann::json p;
+  std::size_t ops = 0;
+  const nlohmann::json imported = nlohmann::json::parse(std::ifstream(graph));
+  for (const auto& op : imported.at("ops")) {
+    const std::string name = op.at("name");
+    p["placement"][name] = name == "layer1/layer1.0/bn1/Sub" ? "cpu:0"
+                           : name.find("layer1.0/bn1/") != std::string::npos ? "gpu:1" : "gpu:0";
+    ++ops;
+  }
+  const std::string placement = write("best_placement.json", p.dump(1));
+
+  const fs::path modules = dir_ / "modules.json";
+  CliResult t = placelab("export-placement " + placement + " --format torch --onnx " + onnx + " -o " + modules.string());
+  ASSERT_EQ(t.status, 0) << t.out;
+  const nlohmann::json expected = {{"stem", "cuda:0"},           {"layer1.0.conv1", "cuda:0"}, {"layer1.0.bn1", "cuda:1"},
+                                   {"layer1.0.relu", "cuda:0"},  {"layer1.0", "cuda:0"},       {"avgpool", "cuda:0"},
+                                   {"fc", "cuda:0"}};
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(modules)), expected);
+  EXPECT_NE(t.out.find("1 module(s) had ops on several devices; each goes where most of its ops are: layer1.0.bn1"),
+            std::string::npos) << t.out;
+  // The input pipeline, the loss, the root-level Flatten and the gradients' shared ops are in no module.
+  EXPECT_NE(t.out.find("belong to no module"), std::string::npos) << t.out;
+
+  CliResult tf = placelab("export-placement " + placement + " --format tf");
+  ASSERT_EQ(tf.status, 0) << tf.out;
+  const std::string tf_json = tf.out.substr(0, tf.out.rfind('}') + 1);
+  const auto devices = nlohmann::json::parse(tf_json);
+  EXPECT_EQ(devices.size(), ops);
+  EXPECT_EQ(devices.at("layer1/layer1.0/bn1/FusedBatchNorm"), "/device:GPU:1");
+  EXPECT_EQ(devices.at("layer1/layer1.0/bn1/Sub"), "/device:CPU:0");
+  EXPECT_EQ(devices.at("input/IteratorGetNext"), "/device:GPU:0");
+
+  // Bad input: exit 2 with the file or option named.
+  CliResult missing = placelab("export-placement " + (dir_ / "nope.json").string() + " --format tf");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("nope.json"), std::string::npos) << missing.out;
+  EXPECT_EQ(placelab("export-placement " + placement + " --format mxnet").status, 2);
+  CliResult no_onnx = placelab("export-placement " + placement + " --format torch");
+  EXPECT_EQ(no_onnx.status, 2);
+  EXPECT_NE(no_onnx.out.find("--onnx"), std::string::npos) << no_onnx.out;
+  CliResult bad_onnx = placelab("export-placement " + placement + " --format torch --onnx " + placement);
+  EXPECT_EQ(bad_onnx.status, 2);
+  EXPECT_NE(bad_onnx.out.find("best_placement.json: not a valid ONNX"), std::string::npos) << bad_onnx.out;
+  CliResult in_order = placelab("export-placement " + write("d.json", R"({"devices": ["gpu:0"]})") + " --format tf");
+  EXPECT_EQ(in_order.status, 2);
+  EXPECT_NE(in_order.out.find("d.json:1: /devices"), std::string::npos) << in_order.out;
+  CliResult cluster =
+      placelab("export-placement " + write("c.json", R"({"placement": {"a/MatMul": "host1/gpu:0"}})") + " --format tf");
+  EXPECT_EQ(cluster.status, 2);
+  EXPECT_NE(cluster.out.find("c.json: op a/MatMul: device host1/gpu:0: a framework device must be cpu:N or gpu:N"), std::string::npos)
+      << cluster.out;
+}
+
 TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   // Two one-core CPU devices described by hand (analytic cost model): verify needs no calibration.
   // The machine's YAML lines, indented by `pad` (a calibrated file nests them under `machine:`).

@@ -15,6 +15,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "placelab/graph/op_graph.h"
 #include "placelab/graph/placement.h"
@@ -53,6 +55,14 @@ Placement parse_placement_json(std::string_view text, std::string_view origin, c
                                std::span<const std::string> device_names);
 Placement read_placement_json(const std::filesystem::path& path, const OpGraph& graph,
                               std::span<const std::string> device_names);
+// The {"placement": {...}} form read without a graph or machine: (op name, device name) pairs in
+// file order (nlohmann keeps object members sorted by key, so: op names in byte order), for tools that
+// only rename what a placement says (`placelab export-placement`). Same checks of the document as
+// parse_placement_json (format, version, keys, repeated ops, strings); InputError for the
+// {"devices": [...]} form, which names no ops.
+std::vector<std::pair<std::string, std::string>> parse_placement_names_json(std::string_view text,
+                                                                          std::string_view origin);
+std::vector<std::pair<std::string, std::string>> read_placement_names_json(const std::filesystem::path& path);
 // Writes the {"placement": {...}} form, one op per line in id order. Throws InputError when
 // `placement` does not fit the graph and the devices (check_placement).
 void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placement,

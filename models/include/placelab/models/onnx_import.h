@@ -85,4 +85,14 @@ OpGraph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& 
 OpGraph import_onnx_bytes(std::string_view bytes, std::string_view origin, const OnnxImportOptions& options = {},
                           OnnxImportReport* report = nullptr);
 
+// The scope of an ONNX node name, as the importer names the node's ops: the name up to its last
+// '/', leading '/'s dropped. PyTorch ≥ 1.13 names nodes after the module that ran them, so
+// "/layer1/layer1.0/conv1/Conv" gives "layer1/layer1.0/conv1" and its ops read
+// "layer1/layer1.0/conv1/Conv2D". "" for a name without '/' (the importer then scopes the node by
+// its whole name).
+std::string onnx_node_scope(std::string_view node_name);
+// The distinct non-empty onnx_node_scope()s of the nodes of the model at `path`, in node order
+// (constant-folded nodes included). InputError naming the file when it cannot be read or parsed.
+std::vector<std::string> onnx_node_scopes(const std::filesystem::path& path);
+
 }  // namespace placelab::models
