@@ -17,7 +17,8 @@ namespace placelab {
 
 void CritpathOptions::validate() const {
   using detail::require;
-  require(start == "first" || start == "best_baseline", "critpath", "start", start, "must be first or best_baseline");
+  require(start == "first" || start == "both" || start == "best_baseline" || start == "best_baseline_groups", "critpath",
+          "start", start, "must be both, best_baseline, best_baseline_groups or first");
   require(candidates >= 0, "critpath", "candidates", std::to_string(candidates), "must be >= 0");
   require(step >= 1 && step <= 100000, "critpath", "step", std::to_string(step), "must be in [1, 100000]");
   require(kick >= 1 && kick <= 100000, "critpath", "kick", std::to_string(kick), "must be in [1, 100000]");
@@ -37,7 +38,7 @@ CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uin
       << "a space of " << space_.num_groups << " for " << graph.num_ops() << " ops, a grouping of " << groups.num_ops()
       << " ops and a simulator of " << sim.num_ops();
   current_.assign(space_.num_groups, space_.devices.front());
-  if (options_.start == "best_baseline") {
+  if (options_.start != "first") {
     if (!start)
       throw InputError("critpath.start = best_baseline: the run has no baseline that placed this graph (list one "
                        "under `baselines:`)");
@@ -45,7 +46,12 @@ CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uin
     for (DeviceId d : *start)
       PLACELAB_CHECK(std::find(space_.devices.begin(), space_.devices.end(), d) != space_.devices.end())
           << "start device " << d << " is not in the search space";
-    current_ = options_.op_moves ? *start : groups.expand(groups.majority(*start, space_.devices));
+    const Placement whole = groups.expand(groups.majority(*start, space_.devices));
+    current_ = options_.op_moves && options_.start == "best_baseline" ? *start : whole;
+    if (options_.op_moves && options_.start == "both") {
+      current_ = whole;
+      second_start_ = *start;
+    }
   }
   best_ = current_;
   queue_ = {Candidate{}};
@@ -108,7 +114,15 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
     }
   }
   if (next_ < step_end_) return;  // the step is not fully measured yet
-  if (pending_) {
+  if (!second_start_.empty() && samples_seen_ >= budget_ / 2) {
+    // Half the budget spent from the first start: the second half searches from the other one.
+    current_ = std::move(second_start_);
+    second_start_.clear();
+    queue_ = {Candidate{}};
+    next_ = 0;
+    step_end_ = 1;
+    pending_ = true;
+  } else if (pending_) {
     pending_ = false;
     plan_round();
   } else {
@@ -302,6 +316,7 @@ std::string CritpathLearner::save_state() const {
   j["rounds"] = rounds_;
   j["kicks"] = kicks_;
   j["current"] = current_;
+  j["second_start"] = second_start_;
   j["current_time_s"] = detail::bits(current_time_s_);
   j["pending"] = pending_;
   j["best"] = best_;
@@ -352,12 +367,15 @@ void CritpathLearner::load_state(const std::string& state) {
       throw InputError("learner state: queue/next/step_end: must be a non-empty queue with next <= step_end <= its size");
     if (step_best.size() > 1) throw InputError("learner state: step_best: at most one candidate");
     Placement current = detail::space_placement(j, "current", space_), best = detail::space_placement(j, "best", space_);
+    Placement second_start = j.at("second_start").get<Placement>();
+    if (!second_start.empty()) second_start = detail::space_placement(j, "second_start", space_);
     rng_ = detail::rng_from_string(j.at("rng").get<std::string>());
     budget_ = j.at("budget").get<int64_t>();
     samples_seen_ = j.at("samples_seen").get<int64_t>();
     rounds_ = j.at("rounds").get<int64_t>();
     kicks_ = j.at("kicks").get<int64_t>();
     current_ = std::move(current);
+    second_start_ = std::move(second_start);
     current_time_s_ = detail::unbits(j.at("current_time_s"));
     pending_ = j.at("pending").get<bool>();
     best_ = std::move(best);
@@ -386,7 +404,7 @@ const detail::OptionTable<CritpathOptions>& critpath_options() {
   static const detail::OptionTable<O> kTable(
       "critpath",
       {{"start", &O::start, "", "best_baseline: the run's fastest baseline; first: every op on the first device",
-        {"best_baseline", "first"}},
+        {"both", "best_baseline", "best_baseline_groups", "first"}},
        {"op_moves", &O::op_moves, "", "also move single ops the critical path marks; false: whole groups only"},
        {"candidates", &O::candidates, ">= 0", "the critical path's best moves tried per pass, before every other group move"},
        {"step", &O::step, "in [1, 100000]", "candidates measured before the best improvement is taken"},

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "placelab/graph/error.h"
@@ -16,8 +17,9 @@
 namespace placelab {
 namespace {
 
-// Four branches of five 1 ms ops between a source and a sink, on four toy GPUs: group b is branch
-// b (its variable and chain), group 4 the source, sink and the CPU-only save.
+// Four branches of five 1 ms ops between a source and a sink, on four toy GPUs: a group per branch
+// (its variable and chain) and one for the source, sink and CPU-only save (group 0: Grouping numbers
+// groups by their first op).
 struct ForkJoin {
   Machine machine = testing::toy_machine(4);
   testing::FlopsCostModel cost{machine};
@@ -98,7 +100,7 @@ TEST(Critpath, TriesThePathsMovesFirst) {
   for (OpId op = 0; op < f.graph.num_ops(); ++op)
     if (first[0][op] != 1) moved.insert(f.grouping.group_of(op));
   ASSERT_EQ(moved.size(), 1u);
-  EXPECT_LT(*moved.begin(), 4u) << "a branch, not the source/sink group";
+  EXPECT_NE(*moved.begin(), f.grouping.group_of(f.graph.find("src").value())) << "a branch, not the source/sink group";
   EXPECT_LT(f.time(first[0]), f.time(start[0]));
 }
 
@@ -148,12 +150,27 @@ TEST(Critpath, StartsFromTheBestBaselineAndValidatesItsOptions) {
   EXPECT_EQ(l.propose(4), std::vector<Placement>{start});
   // Whole groups only: the start is projected onto the groups (each on its ops' majority device).
   Placement split = start;
-  split[f.graph.find("branch0/op3").value()] = 2;
+  split[f.graph.find("branch0/op3").value()] = 4;  // its group stays on its majority device
   CritpathOptions groups_only;
   groups_only.op_moves = false;
   CritpathLearner g(f.space, groups_only, 1, f.graph, f.sim, f.grouping, split);
   g.set_sample_budget(10);
   EXPECT_EQ(g.propose(4), std::vector<Placement>{start});
+  // start: both — the projection first; once half the budget is spent, the baseline op for op.
+  CritpathLearner both(f.space, CritpathOptions{}, 1, f.graph, f.sim, f.grouping, split);
+  both.set_sample_budget(40);
+  SimEnvironment env(f.sim);
+  std::vector<Placement> proposed;
+  while (both.samples_seen() < 40) {
+    const auto ps = both.propose(3);
+    proposed.insert(proposed.end(), ps.begin(), ps.end());
+    both.observe(ps, env.evaluate(ps));
+  }
+  EXPECT_EQ(proposed.front(), start);
+  const auto second = std::find(proposed.begin(), proposed.end(), split);
+  ASSERT_NE(second, proposed.end());
+  EXPECT_GE(second - proposed.begin(), 20);
+  EXPECT_LE(second - proposed.begin(), 22);  // at the end of the step that reached half the budget
   EXPECT_THROW(CritpathLearner(f.space, CritpathOptions{}, 1, f.graph, f.sim, f.grouping), InputError);
   CritpathOptions o;
   o.step = 0;
@@ -165,7 +182,12 @@ TEST(Critpath, StartsFromTheBestBaselineAndValidatesItsOptions) {
   }
   o = {};
   o.start = "random";
-  EXPECT_THROW(o.validate(), InputError);
+  try {
+    o.validate();
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "critpath.start = random: must be both, best_baseline, best_baseline_groups or first");
+  }
 }
 
 }  // namespace

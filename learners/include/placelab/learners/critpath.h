@@ -27,9 +27,11 @@
 namespace placelab {
 
 struct CritpathOptions {
-  // "best_baseline": the run's best baseline (LearnerContext::best_baseline); "first": every group
-  // on the search space's first device (one GPU when the space is the GPUs).
-  std::string start = "best_baseline";
+  // "both": half the budget from the run's fastest baseline projected onto the groups (each whole,
+  // on the device most of its ops are on), the other half from that baseline op for op;
+  // "best_baseline_groups", "best_baseline": one of them for the whole budget; "first": every op on
+  // the search space's first device. With op_moves = false every start is projected.
+  std::string start = "both";
   bool op_moves = true;      // also move single ops the path marks; false: whole groups only
   int64_t candidates = 600;  // the path's best moves tried per pass, before every other group move
   int64_t step = 3;          // candidates measured before the best improvement is taken
@@ -97,6 +99,7 @@ class CritpathLearner final : public Learner {
   int64_t rounds_ = 0;
   int64_t kicks_ = 0;
   Placement current_;              // op → device of the search's current placement
+  Placement second_start_;         // start: both — where the second half of the budget starts; then empty
   double current_time_s_ = 0;      // its step time; valid once measured
   bool pending_ = true;            // queue_ is current_ alone, to be measured (the start, a kick)
   Placement best_;
