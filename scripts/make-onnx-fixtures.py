@@ -18,6 +18,18 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def classifier_model(name, nodes, inits):
+    """The checked opset-13 model of `nodes`: input x [N,3,8,8] (N symbolic), output logits [N,10]."""
+    graph = helper.make_graph(nodes, name,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, producer_name="placelab make-onnx-fixtures",
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def tiny_cnn():
     """The network of tiny_cnn() in tests/models/onnx_import_test.cpp, with a symbolic batch:
     x [N,3,8,8] -> Conv 4x3x3x3 + bias, pad 1 -> BatchNormalization -> Relu -> MaxPool 2/2 ->
@@ -41,14 +53,7 @@ def tiny_cnn():
         helper.make_node("Flatten", ["g"], ["f"], name="/flatten/Flatten"),
         helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["logits"], name="/fc/Gemm", transB=1),
     ]
-    graph = helper.make_graph(nodes, "tiny_cnn",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
-    model = helper.make_model(graph, producer_name="placelab make-onnx-fixtures",
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return classifier_model("tiny_cnn", nodes, inits)
 
 
 def tiny_resnet():
@@ -81,14 +86,7 @@ def tiny_resnet():
         helper.make_node("Flatten", ["g"], ["f"], name="/Flatten"),
         helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm", transB=1),
     ]
-    graph = helper.make_graph(nodes, "tiny_resnet",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
-    model = helper.make_model(graph, producer_name="placelab make-onnx-fixtures",
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return classifier_model("tiny_resnet", nodes, inits)
 
 
 def export_resnet50(path):

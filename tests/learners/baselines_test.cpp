@@ -223,6 +223,22 @@ TEST(MTopo, FillsEachGpuUpToAnEvenShareInTopologicalOrder) {
   EXPECT_EQ(q[*g.find("layer7/MatMul")], 2);
 }
 
+// A diamond a → b, a → c, b → d, c → d of 10 MB tensors: a, c and d 1e10 FLOP (1 ms on a toy GPU),
+// b `b_flops`.
+OpGraph diamond(double b_flops) {
+  OpGraph g;
+  constexpr int64_t kBytes = 10'000'000;
+  const OpId a = g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+  const OpId b = g.add_op({.name = "b", .type = "MatMul", .flops = b_flops, .output_bytes = kBytes});
+  const OpId c = g.add_op({.name = "c", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
+  const OpId d = g.add_op({.name = "d", .type = "AddN", .flops = 1e10, .output_bytes = kBytes});
+  g.add_edge(a, b, {.bytes = kBytes});
+  g.add_edge(a, c, {.bytes = kBytes});
+  g.add_edge(b, d, {.bytes = kBytes});
+  g.add_edge(c, d, {.bytes = kBytes});
+  return g;
+}
+
 // ETF by hand on two GPUs of the toy machine (10 TFLOP/s; gpu:0 → gpu:1 is two PCIe hops, 20 µs +
 // bytes / 10 GB/s, so a 10 MB tensor takes 1.02 ms). a (1 ms) → b (2 ms), c (1 ms) → d (1 ms).
 //   a: gpu:0 at 0 (tie with gpu:1, lower id), done at 1.
@@ -232,17 +248,7 @@ TEST(MTopo, FillsEachGpuUpToAnEvenShareInTopologicalOrder) {
 TEST(MEtf, MatchesAHandComputedSchedule) {
   const Machine m = testing::toy_machine(2);
   const testing::FlopsCostModel cost(m);
-  OpGraph g;
-  constexpr int64_t kBytes = 10'000'000;
-  const OpId a = g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
-  const OpId b = g.add_op({.name = "b", .type = "MatMul", .flops = 2e10, .output_bytes = kBytes});
-  const OpId c = g.add_op({.name = "c", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
-  const OpId d = g.add_op({.name = "d", .type = "AddN", .flops = 1e10, .output_bytes = kBytes});
-  g.add_edge(a, b, {.bytes = kBytes});
-  g.add_edge(a, c, {.bytes = kBytes});
-  g.add_edge(b, d, {.bytes = kBytes});
-  g.add_edge(c, d, {.bytes = kBytes});
-  EXPECT_EQ(m_etf_placement(g, cost), (Placement{1, 1, 2, 2}));
+  EXPECT_EQ(m_etf_placement(diamond(2e10), cost), (Placement{1, 1, 2, 2}));
 }
 
 // Two children of one parent on the toy machine (1 ms per 1e10 FLOP; a's 10 MB output takes 1.02
@@ -275,17 +281,9 @@ TEST(MSct, FavoriteChildIsTheLpsRoundedAnswer) {
 
   // A diamond a → b (3 ms) → d, a → c (1 ms) → d: the LP keeps the long path's two edges local
   // (x_ab + x_bd = 0.02 / 1.02 at the optimum) and pays the short path's (x_ac, x_cd >= 0.98).
-  OpGraph g;
-  constexpr int64_t kBytes = 10'000'000;
-  const OpId a = g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
-  const OpId b = g.add_op({.name = "b", .type = "MatMul", .flops = 3e10, .output_bytes = kBytes});
-  const OpId c = g.add_op({.name = "c", .type = "MatMul", .flops = 1e10, .output_bytes = kBytes});
-  const OpId d = g.add_op({.name = "d", .type = "AddN", .flops = 1e10, .output_bytes = kBytes});
-  g.add_edge(a, b, {.bytes = kBytes});
-  g.add_edge(a, c, {.bytes = kBytes});
-  g.add_edge(b, d, {.bytes = kBytes});
-  g.add_edge(c, d, {.bytes = kBytes});
-  EXPECT_EQ(sct_favorite_children(g, cost), (std::vector<std::optional<OpId>>{b, d, std::nullopt, std::nullopt}));
+  // Ops a, b, c, d are ids 0-3.
+  EXPECT_EQ(sct_favorite_children(diamond(3e10), cost),
+            (std::vector<std::optional<OpId>>{OpId{1}, OpId{3}, std::nullopt, std::nullopt}));
 }
 
 // The same graph scheduled. ETF: a on gpu:0 at 0; at 1 c and b could both start on gpu:0 (2.02 on
