@@ -22,6 +22,7 @@
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/models/zoo.h"
+#include "placelab/sim/critical_path.h"
 #include "placelab/sim/simulator.h"
 #include "../tests/support/alloc_counter.h"
 
@@ -251,6 +252,26 @@ void BM_SimulateBatch_Inception(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch.size()));
 }
 BENCHMARK(BM_SimulateBatch_Inception)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What critpath pays once per pass: one step of op-level inception_v3:batch=32 on k80x4 simulated
+// with its timeline (state.range(0) = 1) and its critical path read back (2), for a placement of
+// blocks of 200 ops on pseudo-random GPUs. The label: the path's events.
+void BM_CriticalPath_Inception(benchmark::State& state) {
+  static const models::Model model = models::make_model(models::ModelSpec::parse("inception_v3:batch=32"));
+  static const Machine machine = load_machine("k80x4");
+  static const AnalyticCostModel cost(machine);
+  static const Simulator sim(model.graph, cost);
+  Placement p(model.graph.num_ops());
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<DeviceId>(1 + splitmix64(i / 200) % 4);
+  std::size_t events = 0;
+  for (auto _ : state) {
+    const SimResult r = sim.simulate(p, SimOptions{.record_timeline = true});
+    if (state.range(0) == 2) events = critical_path(model.graph, sim, r).size();
+    benchmark::DoNotOptimize(r.step_time_s);
+  }
+  if (state.range(0) == 2) state.SetLabel(fmt::format("{} events", events));
+}
+BENCHMARK(BM_CriticalPath_Inception)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 // ---- Clusters: N × dgx1 on EDR InfiniBand, op-level GNMT ---------------------------------------
 

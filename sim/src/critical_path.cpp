@@ -52,18 +52,39 @@ std::vector<CriticalLink> critical_path(const OpGraph& graph, const Simulator& s
         if (x == y) return true;
     return false;
   };
-  // The event that freed what `e` waited for at its start: a slot of its device, or a link of its route.
+  // Candidates for "the event that ended when this one started", sorted by end time: per device the
+  // events on its slots, and every copy that holds links.
+  auto by_end = [&](std::size_t a, std::size_t b) {
+    return events[a].end_s < events[b].end_s || (events[a].end_s == events[b].end_s && a < b);
+  };
+  std::vector<std::size_t> link_holders;
+  for (std::size_t i = 0; i < events.size(); ++i)
+    if (holds_links(events[i])) link_holders.push_back(i);
+  std::sort(link_holders.begin(), link_holders.end(), by_end);
+  for (auto& slots : on_slots) std::sort(slots.begin(), slots.end(), by_end);
+  // Visits the events of `sorted` whose end is the same time as `t`, in index order of equal ends.
+  auto ending_at = [&](const std::vector<std::size_t>& sorted, double t, auto&& visit) {
+    const double margin = 2e-12 * std::max(1.0, std::abs(t));
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), t - margin,
+                               [&](std::size_t j, double x) { return events[j].end_s < x; });
+    for (; it != sorted.end() && events[*it].end_s <= t + margin; ++it)
+      if (same_time(events[*it].end_s, t)) visit(*it);
+  };
+  // The event that freed what `e` waited for at its start: a copy holding a link of its route (the
+  // last such in timeline order), or the op that freed a slot of its device (the latest to start).
   auto releaser = [&](std::size_t i) {
     const TimelineEvent& e = events[i];
     std::size_t best = kNone;
     if (holds_links(e)) {
-      for (std::size_t j = 0; j < events.size(); ++j)
-        if (j != i && holds_links(events[j]) && same_time(events[j].end_s, e.start_s) && shares_link(events[j], e))
-          best = j;
+      ending_at(link_holders, e.start_s, [&](std::size_t j) {
+        if (j != i && shares_link(events[j], e) && (best == kNone || j > best)) best = j;
+      });
     } else {
-      for (std::size_t j : on_slots[e.device])
-        if (j != i && same_time(events[j].end_s, e.start_s) && (best == kNone || events[j].start_s > events[best].start_s))
+      ending_at(on_slots[e.device], e.start_s, [&](std::size_t j) {
+        if (j != i && (best == kNone || events[j].start_s > events[best].start_s ||
+                       (events[j].start_s == events[best].start_s && j < best)))
           best = j;
+      });
     }
     return best;
   };
