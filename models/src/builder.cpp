@@ -1279,6 +1279,38 @@ Value TrainingGraphBuilder::transpose(Value x, const std::vector<int>& perm) {
   });
 }
 
+Value TrainingGraphBuilder::slice(Value x, const Shape& begin, const Shape& size) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  PLACELAB_CHECK(begin.size() == xs.size() && size.size() == xs.size()) << "slice rank of " << shape_text(xs);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    PLACELAB_CHECK(begin[i] >= 0 && size[i] >= 0 && begin[i] + size[i] <= xs[i])
+        << "slice " << shape_text(begin) << " + " << shape_text(size) << " of " << shape_text(xs);
+  if (size == xs) return x;
+  return b.emit1("Slice", KernelSignature::copy(num_elements(size) * kFloatBytes), {x}, size,
+                 [](Impl& bb, Impl::GradCtx& g) {
+                   const Shape s = bb.shp(bb.in(g, 0));
+                   bb.give(g, 0, bb.emit1("Pad", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g)}, s));
+                 });
+}
+
+Value TrainingGraphBuilder::pad(Value x, const Shape& before, const Shape& after) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  PLACELAB_CHECK(before.size() == xs.size() && after.size() == xs.size()) << "pad rank of " << shape_text(xs);
+  Shape out = xs;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    PLACELAB_CHECK(before[i] >= 0 && after[i] >= 0) << "pad " << shape_text(before) << " / " << shape_text(after);
+    out[i] += before[i] + after[i];
+  }
+  if (out == xs) return x;
+  return b.emit1("Pad", KernelSignature::copy(num_elements(out) * kFloatBytes), {x}, out,
+                 [](Impl& bb, Impl::GradCtx& g) {
+                   const Shape s = bb.shp(bb.in(g, 0));
+                   bb.give(g, 0, bb.emit1("Slice", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g)}, s));
+                 });
+}
+
 namespace {
 Shape pool_shape(const Shape& xs, int64_t k, int64_t stride, int64_t pad) {
   PLACELAB_CHECK(xs.size() == 4) << "pooling of " << shape_text(xs);
