@@ -6,11 +6,12 @@
   /usr/bin/python3 scripts/make-onnx-fixtures.py --inception-v3 /tmp/inception_v3.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --transformer /tmp/transformer.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --lstm-lm /tmp/lstm_lm.onnx
+  /usr/bin/python3 scripts/make-onnx-fixtures.py --gru-lm /tmp/gru_lm.onnx
 
 The default fixtures are built with python3-onnx's helper API (no torch), so CI can regenerate them.
 The other options export real models with torch.onnx.export (PyTorch 1.13) for the local tests
 that read them (PLACELAB_RESNET50_ONNX, PLACELAB_INCEPTION_V3_ONNX, PLACELAB_TRANSFORMER_ONNX,
-PLACELAB_LSTM_LM_ONNX) and print torch's parameter count; --resnet50 and --inception-v3 need
+PLACELAB_LSTM_LM_ONNX, PLACELAB_GRU_LM_ONNX) and print torch's parameter count; --resnet50 and --inception-v3 need
 python3-torchvision too. Run with Debian's /usr/bin/python3: the pyenv python3 lacks these modules.
 """
 import argparse
@@ -242,6 +243,31 @@ def tiny_lstm_lm():
                     [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [5, 2, 20])], inits, opset=14)
 
 
+def tiny_gru():
+    """A GRU language model as PyTorch 1.13 exports nn.GRU(4, 3) with an initial state (linear_before_reset=1):
+    ids [4,2] -> Gather table [20,4] -> GRU hidden 3 with initial_h [1,2,3] (a graph input) -> Squeeze ->
+    MatMul [3,20] + [20]. Trainable parameters: 80 + (36 + 27 + 18) + 60 + 20 = 241."""
+    rng = np.random.default_rng(6)
+
+    def w(name, *dims):
+        return numpy_helper.from_array(rng.standard_normal(dims).astype(np.float32), name)
+
+    inits = [w("emb.weight", 20, 4), w("W", 1, 9, 4), w("R", 1, 9, 3), w("B", 1, 18), w("out.weight_t", 3, 20),
+             w("out.bias", 20), ints("ax1", [1])]
+    nodes = [
+        helper.make_node("Gather", ["emb.weight", "ids"], ["emb"], name="/emb/Gather"),
+        helper.make_node("GRU", ["emb", "W", "R", "B", "", "h0"], ["y", "hn"], name="/rnn/GRU", hidden_size=3,
+                         linear_before_reset=1),
+        helper.make_node("Squeeze", ["y", "ax1"], ["s"], name="/rnn/Squeeze"),
+        helper.make_node("MatMul", ["s", "out.weight_t"], ["o"], name="/out/MatMul"),
+        helper.make_node("Add", ["out.bias", "o"], ["logits"], name="/out/Add"),
+    ]
+    return model_of("tiny_gru", nodes,
+                    [helper.make_tensor_value_info("ids", TensorProto.INT64, [4, 2]),
+                     helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, 2, 3])],
+                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 2, 20])], inits, opset=14)
+
+
 def tiny_baked_batch():
     """A classifier traced at batch 1 without dynamic_axes: its flatten is a Reshape to the literal
     [1, -1]. x [1,3,4,4] -> Conv 2x3x1x1 -> Relu -> Reshape [1, -1] -> Gemm [10,32]^T + [10].
@@ -304,31 +330,42 @@ def export_transformer(path):
     print(f"{path}: nn.TransformerEncoder, {params} parameters")
 
 
-def export_lstm_lm(path):
+def export_rnn_lm(path, cell):
     import torch
     from torch import nn
 
     class LanguageModel(nn.Module):
-        """Embedding 10000x256, nn.LSTM(256, 512, num_layers=2) with initial states, Linear 512 -> 10000."""
+        """Embedding 10000x256, a 2-layer nn.LSTM / nn.GRU (256 -> 512) with initial states, Linear 512 -> 10000."""
 
         def __init__(self):
             super().__init__()
             self.embedding = nn.Embedding(10000, 256)
-            self.rnn = nn.LSTM(256, 512, num_layers=2)
+            self.rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(256, 512, num_layers=2)
             self.decoder = nn.Linear(512, 10000)
 
-        def forward(self, ids, h0, c0):
-            y, _ = self.rnn(self.embedding(ids), (h0, c0))
+        def forward(self, ids, *state):
+            y, _ = self.rnn(self.embedding(ids), state if cell == "lstm" else state[0])
             return self.decoder(y)
 
     torch.manual_seed(0)
     model = LanguageModel()
     model.eval()
     params = sum(p.numel() for p in model.parameters())
-    # Traced at 35 steps of batch 20 (static: --batch cannot change it, ids are [sequence, batch]).
-    torch.onnx.export(model, (torch.zeros(35, 20, dtype=torch.long), torch.zeros(2, 20, 512), torch.zeros(2, 20, 512)),
-                      path, opset_version=14, input_names=["ids", "h0", "c0"], output_names=["logits"])
-    print(f"{path}: LSTM language model, {params} parameters")
+    # Traced at 35 steps of batch 20 (static; ids are [sequence, batch]).
+    ids = torch.zeros(35, 20, dtype=torch.long)
+    states = (torch.zeros(2, 20, 512),) * (2 if cell == "lstm" else 1)
+    names = ["h0", "c0"] if cell == "lstm" else ["h0"]
+    torch.onnx.export(model, (ids, *states), path, opset_version=14, input_names=["ids", *names],
+                      output_names=["logits"])
+    print(f"{path}: {cell.upper()} language model, {params} parameters")
+
+
+def export_lstm_lm(path):
+    export_rnn_lm(path, "lstm")
+
+
+def export_gru_lm(path):
+    export_rnn_lm(path, "gru")
 
 
 def export_resnet50(path):
@@ -354,9 +391,10 @@ def main():
     parser.add_argument("--inception-v3", metavar="PATH", help="export torchvision's Inception-V3 to PATH instead")
     parser.add_argument("--transformer", metavar="PATH", help="export an nn.TransformerEncoder to PATH instead")
     parser.add_argument("--lstm-lm", metavar="PATH", help="export an LSTM language model to PATH instead")
+    parser.add_argument("--gru-lm", metavar="PATH", help="export a GRU language model to PATH instead")
     args = parser.parse_args()
     exports = ((args.resnet50, export_resnet50), (args.inception_v3, export_inception_v3),
-               (args.transformer, export_transformer), (args.lstm_lm, export_lstm_lm))
+               (args.transformer, export_transformer), (args.lstm_lm, export_lstm_lm), (args.gru_lm, export_gru_lm))
     if any(path for path, _ in exports):
         for path, export in exports:
             if path:
@@ -364,7 +402,8 @@ def main():
         return 0
     for name, build in (("tiny_cnn.onnx", tiny_cnn), ("tiny_resnet.onnx", tiny_resnet),
                         ("tiny_pad_pool.onnx", tiny_pad_pool), ("tiny_attention.onnx", tiny_attention),
-                        ("tiny_lstm_lm.onnx", tiny_lstm_lm), ("tiny_baked_batch.onnx", tiny_baked_batch)):
+                        ("tiny_lstm_lm.onnx", tiny_lstm_lm), ("tiny_gru.onnx", tiny_gru),
+                        ("tiny_baked_batch.onnx", tiny_baked_batch)):
         path = os.path.join(args.out_dir, name)
         onnx.save(build(), path)
         print(f"wrote {os.path.normpath(path)}")

@@ -1001,6 +1001,7 @@ class Importer {
     if (op == "ReduceMean" || op == "ReduceSum") return reduce(n);
     if (op == "Softmax" || op == "LogSoftmax") return softmax(n);
     if (op == "LSTM") return lstm(n);
+    if (op == "GRU") return gru(n);
     if (op == "Slice") return slice(n);
     if (op == "Pad") return pad(n);
     fail(n, "the importer cannot model '" + op + "' on runtime tensors (supported ops: docs/onnx.md)");
@@ -1585,100 +1586,191 @@ class Importer {
     set_output(n, 0, b_.softmax(in_value(n, 0, layout)), layout);
   }
 
-  // ONNX LSTM (gates i, o, f, c; W [dirs,4h,in], R [dirs,4h,h], B [dirs,8h]) unrolled over the
-  // sequence as TF 1.x BasicLSTMCell steps (gates i, j, f, o: the same work). Per direction one
-  // kernel variable [in+h, 4h] holds W and R, and one bias variable [8h] holds both ONNX biases,
-  // summed each step into the cell's [4h] bias, so the parameter count equals the file's.
-  void lstm(const onnx::NodeProto& n) {
+  // What an ONNX LSTM or GRU node (`gates` gates per direction: 4 or 3) runs over:
+  // X [seq, batch, in] (or [batch, seq, in] with layout 1), W [dirs, gates·h, in], R [dirs, gates·h, h].
+  struct Recurrence {
+    int64_t h = 0, dirs = 0, in = 0, seq = 0, batch = 0;
+    bool batch_first = false;
+    std::string direction;
+    bool reverse(int64_t d) const { return direction == "reverse" || (direction == "bidirectional" && d == 1); }
+  };
+
+  Recurrence recurrence(const onnx::NodeProto& n, int64_t gates) {
     TensorInfo& x = input(n, 0);
     TensorInfo& w = input(n, 1);
     TensorInfo& rt = input(n, 2);
     if (!w.constant || !rt.constant) fail(n, "W and R must be initializers");
     if (x.shape.size() != 3 || w.shape.size() != 3 || rt.shape.size() != 3) fail(n, "X, W and R must be 3-D");
-    const int64_t h = attr_int(n, "hidden_size", rt.shape[2]);
-    const int64_t dirs = w.shape[0], in = w.shape[2];
-    const bool batch_first = attr_int(n, "layout", 0) != 0;
-    const int64_t seq = batch_first ? x.shape[1] : x.shape[0], batch = batch_first ? x.shape[0] : x.shape[1];
-    const std::string direction = attr_string(n, "direction", "forward");
-    if (w.shape[1] != 4 * h || rt.shape[1] != 4 * h || rt.shape[2] != h)
-      fail(n, "W " + shape_text(w.shape) + " / R " + shape_text(rt.shape) + " do not match hidden_size " + std::to_string(h));
+    Recurrence r;
+    r.h = attr_int(n, "hidden_size", rt.shape[2]);
+    r.dirs = w.shape[0];
+    r.in = w.shape[2];
+    r.batch_first = attr_int(n, "layout", 0) != 0;
+    r.seq = r.batch_first ? x.shape[1] : x.shape[0];
+    r.batch = r.batch_first ? x.shape[0] : x.shape[1];
+    r.direction = attr_string(n, "direction", "forward");
+    if (w.shape[1] != gates * r.h || rt.shape[1] != gates * r.h || rt.shape[2] != r.h)
+      fail(n, "W " + shape_text(w.shape) + " / R " + shape_text(rt.shape) + " do not match hidden_size " + std::to_string(r.h));
     if (find_attr(n, "activations")) approximate(n, "custom activations modelled as sigmoid/tanh");
     if (find_attr(n, "clip")) approximate(n, "cell clipping not modelled");
-    if (attr_int(n, "input_forget", 0) != 0) approximate(n, "coupled input-forget gate modelled as separate gates");
     if (has_input(n, 4)) approximate(n, "sequence lengths not modelled (every sequence runs its full length)");
-    if (has_input(n, 7)) approximate(n, "peepholes not modelled");
-    // Initial states [dirs, batch, h] (PyTorch's (h0, c0)): runtime ones seed the first cell of
-    // each direction; constant ones (zeros in a traced export) are the cell's zero state.
-    auto initial_state = [&](int i, int64_t d) -> Value {
-      if (!has_input(n, i)) return {};
-      TensorInfo& t = input(n, i);
-      const Shape want = batch_first ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
-      if (t.shape != want)
-        fail(n, std::string(i == 5 ? "initial_h" : "initial_c") + " is " + shape_text(t.shape) + ", expected " + shape_text(want));
-      if (t.constant) {
-        if (d == 0) approximate(n, std::string(i == 5 ? "initial_h" : "initial_c") + " is a constant: modelled as the zero state");
-        return {};
-      }
-      Value v = in_value(n, i, Layout::kAsIs);
-      if (dirs > 1) v = batch_first ? b_.slice(v, {0, d, 0}, {batch, 1, h}) : b_.slice(v, {d, 0, 0}, {1, batch, h});
-      return b_.reshape(v, {batch, h});
-    };
-    if (!has_input(n, 3)) approximate(n, "no bias in the file; the builder's cell adds one [4h] bias");
     consume(n, 1);
     consume(n, 2);
     if (has_input(n, 3)) consume(n, 3);
+    return r;
+  }
 
+  // Initial state input `i` [dirs, batch, h] (PyTorch's h0, c0) for direction d: a runtime one
+  // seeds the direction's first cell; a constant one (zeros in a traced export) is the cell's
+  // zero state (an invalid Value).
+  Value initial_state(const onnx::NodeProto& n, int i, int64_t d, const Recurrence& r) {
+    if (!has_input(n, i)) return {};
+    TensorInfo& t = input(n, i);
+    const std::string what = i == 5 ? "initial_h" : "initial_c";
+    const Shape want = r.batch_first ? Shape{r.batch, r.dirs, r.h} : Shape{r.dirs, r.batch, r.h};
+    if (t.shape != want) fail(n, what + " is " + shape_text(t.shape) + ", expected " + shape_text(want));
+    if (t.constant) {
+      if (d == 0) approximate(n, what + " is a constant: modelled as the zero state");
+      return {};
+    }
+    Value v = in_value(n, i, Layout::kAsIs);
+    if (r.dirs > 1)
+      v = r.batch_first ? b_.slice(v, {0, d, 0}, {r.batch, 1, r.h}) : b_.slice(v, {d, 0, 0}, {1, r.batch, r.h});
+    return b_.reshape(v, {r.batch, r.h});
+  }
+
+  // X split into one [batch, in] value per step.
+  std::vector<Value> recurrence_steps(const onnx::NodeProto& n, const Recurrence& r) {
     Value xv = in_value(n, 0, Layout::kAsIs);
     std::vector<Value> steps;
-    if (seq == 1) {
-      steps.push_back(b_.reshape(xv, {batch, in}));
+    if (r.seq == 1) {
+      steps.push_back(b_.reshape(xv, {r.batch, r.in}));
     } else {
-      for (Value s : b_.split(xv, batch_first ? 1 : 0, static_cast<int>(seq))) steps.push_back(b_.reshape(s, {batch, in}));
+      for (Value s : b_.split(xv, r.batch_first ? 1 : 0, static_cast<int>(r.seq)))
+        steps.push_back(b_.reshape(s, {r.batch, r.in}));
     }
-    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(dirs));
-    std::vector<TrainingGraphBuilder::LstmState> finals;
-    for (int64_t d = 0; d < dirs; ++d) {
-      auto scope = b_.scope(dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
-      Value kernel = b_.variable("kernel", {in + h, 4 * h});
-      Value bias;
-      if (has_input(n, 3)) {
-        Value both = b_.variable("bias", {8 * h});
-        std::vector<Value> wb_rb = b_.split(both, 0, 2);
-        bias = b_.add(wb_rb[0], wb_rb[1]);
-      } else {
-        bias = b_.variable("bias", {4 * h});
-      }
-      bool reverse = direction == "reverse" || (direction == "bidirectional" && d == 1);
-      TrainingGraphBuilder::LstmState state{initial_state(5, d), initial_state(6, d)};  // invalid: zeros
-      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
-      hd.resize(static_cast<std::size_t>(seq));
-      for (int64_t t = 0; t < seq; ++t) {
-        int64_t step = reverse ? seq - 1 - t : t;
-        state = b_.lstm_cell(steps[static_cast<std::size_t>(step)], state, kernel, bias);
-        hd[static_cast<std::size_t>(step)] = state.h;
-      }
-      finals.push_back(state);
-    }
+    return steps;
+  }
+
+  // Y [seq, dirs, batch, h] (or [batch, seq, dirs, h] with layout 1) from hs[direction][step],
+  // and output k ≥ 1 [dirs, batch, h] from finals[k - 1][direction] (Y_h, then LSTM's Y_c), for
+  // the outputs some node reads.
+  void recurrence_outputs(const onnx::NodeProto& n, const Recurrence& r, const std::vector<std::vector<Value>>& hs,
+                          const std::vector<std::vector<Value>>& finals) {
     auto used = [&](int i) { return i < n.output_size() && !n.output(i).empty() && consumers_[n.output(i)] > 0; };
     if (used(0)) {
-      // Y [seq, dirs, batch, h] (or [batch, seq, dirs, h] with layout 1).
       std::vector<Value> per_step;
-      for (int64_t t = 0; t < seq; ++t) {
+      for (int64_t t = 0; t < r.seq; ++t) {
         std::vector<Value> per_dir;
-        for (int64_t d = 0; d < dirs; ++d)
-          per_dir.push_back(b_.reshape(hs[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)], {1, 1, batch, h}));
+        for (int64_t d = 0; d < r.dirs; ++d)
+          per_dir.push_back(b_.reshape(hs[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)], {1, 1, r.batch, r.h}));
         per_step.push_back(b_.concat(per_dir, 1));
       }
       Value y = b_.concat(per_step, 0);
-      set_output(n, 0, batch_first ? b_.transpose(y, {2, 0, 1, 3}) : y, Layout::kAsIs);
+      set_output(n, 0, r.batch_first ? b_.transpose(y, {2, 0, 1, 3}) : y, Layout::kAsIs);
     }
-    for (int out = 1; out <= 2; ++out) {
+    for (std::size_t k = 0; k < finals.size(); ++k) {
+      const int out = static_cast<int>(k) + 1;
       if (!used(out)) continue;
       std::vector<Value> per_dir;
-      for (const auto& f : finals) per_dir.push_back(b_.reshape(out == 1 ? f.h : f.c, {1, batch, h}));
+      for (Value f : finals[k]) per_dir.push_back(b_.reshape(f, {1, r.batch, r.h}));
       Value y = b_.concat(per_dir, 0);
-      set_output(n, out, batch_first ? b_.transpose(y, {1, 0, 2}) : y, Layout::kAsIs);
+      set_output(n, out, r.batch_first ? b_.transpose(y, {1, 0, 2}) : y, Layout::kAsIs);
     }
+  }
+
+  // ONNX LSTM (gates i, o, f, c; W [dirs,4h,in], R [dirs,4h,h], B [dirs,8h]) unrolled over the
+  // sequence as TF 1.x BasicLSTMCell steps (gates i, j, f, o: the same work). Per direction one
+  // kernel variable [in+h, 4h] holds W and R, and one bias variable [8h] holds both ONNX biases,
+  // summed each step into the cell's [4h] bias, so the parameter count equals the file's.
+  void lstm(const onnx::NodeProto& n) {
+    const Recurrence r = recurrence(n, 4);
+    if (attr_int(n, "input_forget", 0) != 0) approximate(n, "coupled input-forget gate modelled as separate gates");
+    if (has_input(n, 7)) approximate(n, "peepholes not modelled");
+    if (!has_input(n, 3)) approximate(n, "no bias in the file; the builder's cell adds one [4h] bias");
+    const std::vector<Value> steps = recurrence_steps(n, r);
+    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(r.dirs));
+    std::vector<std::vector<Value>> finals(2);  // Y_h, Y_c per direction
+    for (int64_t d = 0; d < r.dirs; ++d) {
+      auto scope = b_.scope(r.dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
+      Value kernel = b_.variable("kernel", {r.in + r.h, 4 * r.h});
+      Value bias;
+      if (has_input(n, 3)) {
+        Value both = b_.variable("bias", {8 * r.h});
+        std::vector<Value> wb_rb = b_.split(both, 0, 2);
+        bias = b_.add(wb_rb[0], wb_rb[1]);
+      } else {
+        bias = b_.variable("bias", {4 * r.h});
+      }
+      TrainingGraphBuilder::LstmState state{initial_state(n, 5, d, r), initial_state(n, 6, d, r)};  // invalid: zeros
+      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
+      hd.resize(static_cast<std::size_t>(r.seq));
+      for (int64_t t = 0; t < r.seq; ++t) {
+        int64_t step = r.reverse(d) ? r.seq - 1 - t : t;
+        state = b_.lstm_cell(steps[static_cast<std::size_t>(step)], state, kernel, bias);
+        hd[static_cast<std::size_t>(step)] = state.h;
+      }
+      finals[0].push_back(state.h);
+      finals[1].push_back(state.c);
+    }
+    recurrence_outputs(n, r, hs, finals);
+  }
+
+  // ONNX GRU (gates z, r, h; W [dirs,3h,in], R [dirs,3h,h], B [dirs,6h]) unrolled as TF 1.x
+  // GRUCell steps: [z, r] = σ([x, h]·K_g + b_g); the candidate c = tanh(x·W_h + b_Wh + r ⊙
+  // (h·R_h + b_Rh)) with PyTorch's linear_before_reset = 1, else tanh(x·W_h + (r ⊙ h)·R_h + b);
+  // h' = z ⊙ h + (1 − z) ⊙ c. Per direction: gate kernel [in+h, 2h] (W and R of z, r), gate bias
+  // [4h] (both ONNX biases, summed), candidate kernels [in, h] and [h, h] and bias [2h]: the
+  // file's parameters exactly.
+  void gru(const onnx::NodeProto& n) {
+    const Recurrence r = recurrence(n, 3);
+    const bool before_reset = attr_int(n, "linear_before_reset", 0) != 0;
+    const bool biased = has_input(n, 3);
+    const std::vector<Value> steps = recurrence_steps(n, r);
+    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(r.dirs));
+    std::vector<std::vector<Value>> finals(1);  // Y_h per direction
+    for (int64_t d = 0; d < r.dirs; ++d) {
+      auto scope = b_.scope(r.dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
+      Value gate_kernel = b_.variable("gates/kernel", {r.in + r.h, 2 * r.h});
+      Value input_kernel = b_.variable("candidate/input_kernel", {r.in, r.h});
+      Value hidden_kernel = b_.variable("candidate/hidden_kernel", {r.h, r.h});
+      Value gate_bias, input_bias, hidden_bias;
+      if (biased) {
+        std::vector<Value> wb_rb = b_.split(b_.variable("gates/bias", {4 * r.h}), 0, 2);
+        gate_bias = b_.add(wb_rb[0], wb_rb[1]);
+        std::vector<Value> cb = b_.split(b_.variable("candidate/bias", {2 * r.h}), 0, 2);
+        input_bias = cb[0];
+        hidden_bias = cb[1];
+      }
+      Value h = initial_state(n, 5, d, r);
+      if (!h.valid()) h = b_.zeros({r.batch, r.h});
+      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
+      hd.resize(static_cast<std::size_t>(r.seq));
+      for (int64_t t = 0; t < r.seq; ++t) {
+        const int64_t step = r.reverse(d) ? r.seq - 1 - t : t;
+        Value x = steps[static_cast<std::size_t>(step)];
+        Value zr = b_.matmul(b_.concat({x, h}, 1), gate_kernel);
+        if (biased) zr = b_.bias_add(zr, gate_bias);
+        std::vector<Value> z_r = b_.split(b_.sigmoid(zr), 1, 2);
+        Value xc = b_.matmul(x, input_kernel);
+        if (biased) xc = b_.bias_add(xc, input_bias);
+        Value hc;
+        if (before_reset) {
+          hc = b_.matmul(h, hidden_kernel);
+          if (biased) hc = b_.bias_add(hc, hidden_bias);
+          hc = b_.mul(z_r[1], hc);
+        } else {
+          hc = b_.matmul(b_.mul(z_r[1], h), hidden_kernel);
+          if (biased) hc = b_.bias_add(hc, hidden_bias);
+        }
+        Value c = b_.tanh(b_.add(xc, hc));
+        // 1 − z: one elementwise op with a constant.
+        h = b_.add(b_.mul(z_r[0], h), b_.mul(b_.add_constant(z_r[0], 1.0), c));
+        hd[static_cast<std::size_t>(step)] = h;
+      }
+      finals[0].push_back(h);
+    }
+    recurrence_outputs(n, r, hs, finals);
   }
 
   // --- loss -------------------------------------------------------------------------------------

@@ -516,6 +516,26 @@ TEST(OnnxImport, LstmInitialStatesSeedTheFirstCells) {
   EXPECT_EQ(count_type(zero, "zeros"), 2);
 }
 
+TEST(OnnxImport, GruIsUnrolledIntoGruCellsWithTheFilesParameters) {
+  // nn.GRU(4, 3) as PyTorch exports it (linear_before_reset = 1) with h0 a graph input, over 4 steps.
+  OnnxImportReport report;
+  OpGraph g = import_onnx(fixture("tiny_gru.onnx"), {}, &report);
+  // Table 80; GRU W 3·3·4 = 36, R 3·3·3 = 27, B 6·3 = 18; classifier 60 + 20.
+  EXPECT_EQ(report.stats.parameters, 80 + 36 + 27 + 18 + 60 + 20);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  EXPECT_EQ(count_type(g, "zeros"), 0);  // the first step reads h0
+  // Per step: gates [2,7]·[7,6], candidate input [2,4]·[4,3] and hidden [2,3]·[3,3].
+  std::map<std::string, int> products;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    const Op& op = g.op(v);
+    if (op.phase != Phase::kForward || op.type != "MatMul") continue;
+    if (op.kernel == KernelSignature::gemm(2, 6, 7)) ++products["gates"];
+    if (op.kernel == KernelSignature::gemm(2, 3, 4)) ++products["input"];
+    if (op.kernel == KernelSignature::gemm(2, 3, 3)) ++products["hidden"];
+  }
+  EXPECT_EQ(products, (std::map<std::string, int>{{"gates", 4}, {"hidden", 4}, {"input", 4}}));
+}
+
 TEST(OnnxImport, BakedBatchIsRewrittenInReshapeLiterals) {
   // Traced at batch 1: Reshape(x, [1, -1]). With batch 8 the literal becomes [8, -1] (listed).
   OnnxImportOptions options;
@@ -907,7 +927,9 @@ INSTANTIATE_TEST_SUITE_P(
         TorchExport{"PLACELAB_TRANSFORMER_ONNX", "--transformer", 1'582'090,
                     with_dims({{"sequence", 128}, {"batch", 32}})},
         // Embedding + 2-layer nn.LSTM with (h0, c0) + Linear, traced at 35 steps of batch 20.
-        TorchExport{"PLACELAB_LSTM_LM_ONNX", "--lstm-lm", 11'368'208, {}}),
+        TorchExport{"PLACELAB_LSTM_LM_ONNX", "--lstm-lm", 11'368'208, {}},
+        // The same with a 2-layer nn.GRU and h0.
+        TorchExport{"PLACELAB_GRU_LM_ONNX", "--gru-lm", 10'448'656, {}}),
     [](const ::testing::TestParamInfo<TorchExport>& p) {
       std::string name = p.param.option + 2;
       for (char& c : name)
