@@ -1294,6 +1294,35 @@ Value TrainingGraphBuilder::slice(Value x, const Shape& begin, const Shape& size
                  });
 }
 
+Value TrainingGraphBuilder::broadcast_to(Value x, const Shape& shape) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  auto s = broadcast(xs, shape);
+  PLACELAB_CHECK(s && *s == shape) << "broadcast_to " << shape_text(xs) << " to " << shape_text(shape);
+  if (xs == shape) return x;
+  return b.emit1("BroadcastTo", KernelSignature::copy(num_elements(shape) * kFloatBytes), {x}, shape,
+                 [](Impl& bb, Impl::GradCtx& g) { bb.give(g, 0, bb.reduce_to(bb.dy(g), bb.shp(bb.in(g, 0)))); });
+}
+
+Value TrainingGraphBuilder::select(Value cond, Value a, Value c) {
+  Impl& b = *impl_;
+  auto ac = broadcast(b.shp(a), b.shp(c));
+  auto s = ac ? broadcast(b.shp(cond), *ac) : std::nullopt;
+  PLACELAB_CHECK(s) << "select of " << shape_text(b.shp(cond)) << ", " << shape_text(b.shp(a)) << " and "
+                    << shape_text(b.shp(c)) << ": shapes do not broadcast";
+  const Shape out = *s;
+  const int64_t e = num_elements(out);
+  return b.emit1("Select", Impl::ew(e, 3), {cond, a, c}, out, [e, out](Impl& bb, Impl::GradCtx& g) {
+    // dy where the branch was taken, zeros elsewhere: one Select per side (TF's zeros_like + select).
+    Value zeros = bb.emit1("zeros", Impl::ew(e, 1), {}, out);
+    for (std::size_t i = 1; i <= 2; ++i)
+      if (bb.needs(g, i)) {
+        Value picked = bb.emit1("Select", Impl::ew(e, 3), {bb.in(g, 0), i == 1 ? bb.dy(g) : zeros, i == 1 ? zeros : bb.dy(g)}, out);
+        bb.give(g, i, bb.reduce_to(picked, bb.shp(bb.in(g, i))));
+      }
+  });
+}
+
 Value TrainingGraphBuilder::pad(Value x, const Shape& before, const Shape& after) {
   Impl& b = *impl_;
   const Shape xs = b.shp(x);

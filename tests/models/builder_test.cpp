@@ -226,6 +226,31 @@ TEST(TrainingGraphBuilder, SliceAndPadCopyTheirBlockAndGradientsAreEachOther) {
   EXPECT_EQ(copies["Pad"], (std::vector<K>{K::copy(48), K::copy(64)}));
 }
 
+TEST(TrainingGraphBuilder, BroadcastToAndSelectSumTheirGradientsBackToEachInput) {
+  // y [2,4] = x · w; broadcast_to [3,2,4]; select(mask [2,4], that, bias [4]) → loss over 6 rows.
+  TrainingGraphBuilder b;
+  auto in = b.input_pipeline({{2, 6}, {6}});
+  Value y = b.matmul(in[0], b.variable("w", {6, 4}));
+  Value wide = b.broadcast_to(y, {3, 2, 4});
+  EXPECT_EQ(b.broadcast_to(y, {2, 4}).id, y.id);  // the same shape: no op
+  EXPECT_THROW(b.broadcast_to(y, {2, 3}), Error);
+  Value mask = b.non_trainable_variable("mask", {2, 4});
+  Value picked = b.select(mask, wide, b.variable("bias", {4}));
+  EXPECT_EQ(b.shape(picked), (Shape{3, 2, 4}));
+  b.minimize(b.softmax_cross_entropy(b.reshape(picked, {6, 4}), in[1]));
+  OpGraph g = std::move(b).finish();
+  using K = KernelSignature;
+  std::map<std::string, std::vector<K>> ops;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "BroadcastTo" || g.op(v).type == "Select" || g.op(v).type == "Sum")
+      ops[g.op(v).type].push_back(g.op(v).kernel);
+  EXPECT_EQ(ops["BroadcastTo"], (std::vector<K>{K::copy(96)}));
+  // The forward Select and one per side that needs a gradient (not the mask).
+  EXPECT_EQ(ops["Select"], (std::vector<K>(3, K::elementwise(24, 3))));
+  // Sums: the bias side [3,2,4] → [4], then BroadcastTo's [3,2,4] → [2,4].
+  EXPECT_EQ(ops["Sum"], (std::vector<K>{K::reduction(24, 4), K::reduction(24, 8)}));
+}
+
 TEST(TrainingGraphBuilder, ShapeErrorsAreReported) {
   TrainingGraphBuilder b;
   auto in = b.input_pipeline({{2, 3}});
