@@ -847,7 +847,9 @@ class Importer {
   // than one element, derived from initializers), else a non-trainable constant. A value held in
   // another shape is reinterpreted with a Reshape (a noop kernel), as a layout change costs
   // nothing in the cost model's terms.
-  Value value_as(const std::string& name, TensorInfo& t, const Shape& want) {
+  // `may_train` false keeps a constant non-trainable even when it holds floating-point
+  // initializer data (masks and fills, not weights).
+  Value value_as(const std::string& name, TensorInfo& t, const Shape& want, bool may_train = true) {
     if (consumed_.count(name))
       fail("tensor '" + name + "' is read both as the parameters of a normalisation/LSTM node and elsewhere");
     if (!t.shape_known) fail("tensor '" + name + "' has no inferred shape");
@@ -856,7 +858,7 @@ class Importer {
            " elements (" + shape_text(want) + ") are expected");
     if (!t.value.valid()) {
       PLACELAB_CHECK(t.constant) << "runtime tensor " << name << " has no value";
-      bool weights = t.from_initializer && is_float_type(t.elem_type) && t.elements() > 1;
+      bool weights = may_train && t.from_initializer && is_float_type(t.elem_type) && t.elements() > 1;
       t.value = weights ? b_.variable(name, want) : b_.non_trainable_variable(name, want);
       if (weights) trainable_created_.insert(name);
       return t.value;
@@ -1003,6 +1005,8 @@ class Importer {
     if (op == "LSTM") return lstm(n);
     if (op == "GRU") return gru(n);
     if (op == "Slice") return slice(n);
+    if (op == "Expand") return expand(n);
+    if (op == "Where") return where(n);
     if (op == "Pad") return pad(n);
     fail(n, "the importer cannot model '" + op + "' on runtime tensors (supported ops: docs/onnx.md)");
   }
@@ -1473,6 +1477,34 @@ class Importer {
     size[a] = static_cast<int64_t>(idx.size());
     Value y = b_.slice(in_value(n, 0, Layout::kAsIs), begin, size);
     set_output(n, 0, b_.reshape(y, inferred(n, n.output(0)).shape), Layout::kAsIs);
+  }
+
+  // Expand of an activation to the inferred shape: one tf.broadcast_to (nothing when the shape
+  // does not change).
+  void expand(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const Shape out = inferred(n, n.output(0)).shape;
+    if (out == x.shape) return alias_output(n, 0, x);
+    if (x.shape.size() > out.size()) fail(n, "input " + shape_text(x.shape) + " has a higher rank than the output " + shape_text(out));
+    Shape aligned(out.size() - x.shape.size(), 1);
+    aligned.insert(aligned.end(), x.shape.begin(), x.shape.end());
+    Value xv = value_as(n.input(0), x, aligned);
+    set_output(n, 0, b_.broadcast_to(xv, out), Layout::kAsIs);
+  }
+
+  // Where(cond, x, y): one tf.where over the three broadcast together. Constant operands (masks,
+  // fill values such as -inf) are non-trainable constants.
+  void where(const onnx::NodeProto& n) {
+    const std::size_t rank = inferred(n, n.output(0)).shape.size();
+    std::vector<Value> vs;
+    for (int i = 0; i < 3; ++i) {
+      TensorInfo& t = input(n, i);
+      if (t.shape.size() > rank) fail(n, "input " + std::to_string(i) + " has a higher rank than the output");
+      Shape aligned(rank - t.shape.size(), 1);
+      aligned.insert(aligned.end(), t.shape.begin(), t.shape.end());
+      vs.push_back(value_as(n.input(i), t, aligned, /*may_train=*/false));
+    }
+    set_output(n, 0, b_.select(vs[0], vs[1], vs[2]), Layout::kAsIs);
   }
 
   // The tensor a pooling or convolution node reads, looking through a Pad fused into it.

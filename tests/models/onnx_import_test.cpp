@@ -536,6 +536,44 @@ TEST(OnnxImport, GruIsUnrolledIntoGruCellsWithTheFilesParameters) {
   EXPECT_EQ(products, (std::map<std::string, int>{{"gates", 4}, {"hidden", 4}, {"input", 4}}));
 }
 
+TEST(OnnxImport, MaskedScoresUseWhereAndExpand) {
+  // A causal mask as GPT-2 exports it: scores [2,4,4] = x·w, Where(mask [4,4] (bool), scores,
+  // -1e4) with the fill a constant; plus the first row block of relu(scores) Expanded back to
+  // [2,4,4] and a per-row scale [2,1,4] added.
+  ModelMaker m;
+  m.input("x", {2, 4, 8});
+  m.init("w", {8, 4});
+  auto* mask = m.model().mutable_graph()->add_initializer();
+  mask->set_name("mask");
+  mask->set_data_type(onnx::TensorProto::BOOL);
+  mask->add_dims(4);
+  mask->add_dims(4);
+  for (int i = 0; i < 16; ++i) mask->add_int32_data(i % 5 == 0 ? 1 : 0);
+  m.init("fill", {});
+  m.init("row_scale", {2, 1, 4});
+  m.init_ints("shape", {2, 4, 4});
+  m.node("MatMul", {"x", "w"}, {"scores"}, "/attn/MatMul");
+  m.node("Where", {"mask", "scores", "fill"}, {"masked"}, "/attn/Where");
+  m.node("Relu", {"scores"}, {"r"}, "/attn/Relu");
+  m.node("Slice", {"r", "zero", "one", "zero"}, {"r0"}, "/attn/Slice");
+  m.init_ints("zero", {0});
+  m.init_ints("one", {1});
+  m.node("Expand", {"r0", "shape"}, {"r2"}, "/attn/Expand_1");  // [1,4,4] → [2,4,4]
+  m.node("Add", {"masked", "r2"}, {"sum"}, "/attn/Add");
+  m.node("Add", {"sum", "row_scale"}, {"y"}, "/attn/Add_1");
+  m.output("y");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("masked.onnx"), {}, &report);
+  // w 32 and the row scale 8 are weights; the mask and the fill are not.
+  EXPECT_EQ(report.stats.parameters, 32 + 8);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  const Op* select = find_type(g, "Select");
+  ASSERT_NE(select, nullptr);
+  EXPECT_EQ(select->kernel, KernelSignature::elementwise(32, 3));
+  EXPECT_EQ(count_forward(g, "BroadcastTo"), 1);
+  EXPECT_EQ(count_type(g, "Select"), 2);  // forward, and the gradient of the scores side
+}
+
 TEST(OnnxImport, BakedBatchIsRewrittenInReshapeLiterals) {
   // Traced at batch 1: Reshape(x, [1, -1]). With batch 8 the literal becomes [8, -1] (listed).
   OnnxImportOptions options;
