@@ -5,13 +5,14 @@
   /usr/bin/python3 scripts/make-onnx-fixtures.py --resnet50 /tmp/resnet50.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --inception-v3 /tmp/inception_v3.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --transformer /tmp/transformer.onnx
+  /usr/bin/python3 scripts/make-onnx-fixtures.py --causal-transformer /tmp/causal_transformer.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --lstm-lm /tmp/lstm_lm.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --gru-lm /tmp/gru_lm.onnx
 
 The default fixtures are built with python3-onnx's helper API (no torch), so CI can regenerate them.
 The other options export real models with torch.onnx.export (PyTorch 1.13) for the local tests
 that read them (PLACELAB_RESNET50_ONNX, PLACELAB_INCEPTION_V3_ONNX, PLACELAB_TRANSFORMER_ONNX,
-PLACELAB_LSTM_LM_ONNX, PLACELAB_GRU_LM_ONNX) and print torch's parameter count; --resnet50 and --inception-v3 need
+PLACELAB_CAUSAL_TRANSFORMER_ONNX, PLACELAB_LSTM_LM_ONNX, PLACELAB_GRU_LM_ONNX) and print torch's parameter count; --resnet50 and --inception-v3 need
 python3-torchvision too. Run with Debian's /usr/bin/python3: the pyenv python3 lacks these modules.
 """
 import argparse
@@ -330,6 +331,39 @@ def export_transformer(path):
     print(f"{path}: nn.TransformerEncoder, {params} parameters")
 
 
+def export_causal_transformer(path):
+    import torch
+    from torch import nn
+
+    class CausalLM(nn.Module):
+        """A GPT-style decoder-only model: Embedding(100, 64) + a learned positional table [1, 512, 64]
+        cut to the sequence, nn.TransformerEncoder (2 layers, batch_first, norm_first, GELU, 4 heads)
+        under a causal mask, Linear(64, 100)."""
+
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.1, batch_first=True,
+                                               activation="gelu", norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+            self.embedding = nn.Embedding(100, 64)
+            self.position = nn.Parameter(torch.zeros(1, 512, 64))
+            self.head = nn.Linear(64, 100)
+
+        def forward(self, ids):
+            n = ids.shape[1]
+            mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+            x = self.embedding(ids) + self.position[:, :n]
+            return self.head(self.encoder(x, mask=mask))
+
+    torch.manual_seed(0)
+    model = CausalLM()
+    model.eval()
+    params = sum(p.numel() for p in model.parameters())
+    torch.onnx.export(model, torch.zeros(2, 16, dtype=torch.long), path, opset_version=14, input_names=["ids"],
+                      output_names=["logits"], dynamic_axes={"ids": {0: "batch", 1: "sequence"}})
+    print(f"{path}: causal nn.TransformerEncoder language model, {params} parameters")
+
+
 def export_rnn_lm(path, cell):
     import torch
     from torch import nn
@@ -390,11 +424,14 @@ def main():
     parser.add_argument("--resnet50", metavar="PATH", help="export torchvision's ResNet-50 to PATH instead")
     parser.add_argument("--inception-v3", metavar="PATH", help="export torchvision's Inception-V3 to PATH instead")
     parser.add_argument("--transformer", metavar="PATH", help="export an nn.TransformerEncoder to PATH instead")
+    parser.add_argument("--causal-transformer", metavar="PATH",
+                        help="export a GPT-style nn.TransformerEncoder language model to PATH instead")
     parser.add_argument("--lstm-lm", metavar="PATH", help="export an LSTM language model to PATH instead")
     parser.add_argument("--gru-lm", metavar="PATH", help="export a GRU language model to PATH instead")
     args = parser.parse_args()
     exports = ((args.resnet50, export_resnet50), (args.inception_v3, export_inception_v3),
-               (args.transformer, export_transformer), (args.lstm_lm, export_lstm_lm), (args.gru_lm, export_gru_lm))
+               (args.transformer, export_transformer), (args.causal_transformer, export_causal_transformer),
+               (args.lstm_lm, export_lstm_lm), (args.gru_lm, export_gru_lm))
     if any(path for path, _ in exports):
         for path, export in exports:
             if path:

@@ -921,8 +921,9 @@ class Importer {
     for (int i = 0; i < n.input_size(); ++i)
       if (!n.input(i).empty() && !tensor(n, n.input(i)).constant) runtime = true;
     const std::string& op = n.op_type();
-    // Shape/Size read only static shapes; nodes without a runtime input compute constants.
-    if (!runtime || op == "Shape" || op == "Size") {
+    // Shape/Size read only static shapes; nodes without a runtime input compute constants, except
+    // a part of a weight (below).
+    if ((!runtime && !reads_part_of_weight(n)) || op == "Shape" || op == "Size") {
       fold(n);
       return;
     }
@@ -938,6 +939,23 @@ class Importer {
       // A builder shape check: the node's configuration is one the mapping does not cover.
       fail(n, std::string("cannot be modelled with these shapes: ") + e.what());
     }
+  }
+
+  // A Slice or Gather of a floating-point initializer (`self.pos[:, :n]`, a positional table cut
+  // to the sequence length) trains the whole initializer: the node is built as a runtime slice
+  // of its variable, not folded into a smaller constant that would become a variable of the
+  // part's size. Not when a reader needs its weights as a constant (Conv, recurrent and
+  // normalisation nodes).
+  bool reads_part_of_weight(const onnx::NodeProto& n) {
+    if ((n.op_type() != "Slice" && n.op_type() != "Gather") || n.input_size() < 2 || n.output_size() != 1) return false;
+    const TensorInfo& data = tensor(n, n.input(0));
+    if (!data.from_initializer || !is_float_type(data.elem_type) || data.elements() <= 1 || !data.shape_known) return false;
+    static const std::set<std::string, std::less<>> kConstantReaders = {
+        "Conv", "ConvTranspose", "LSTM", "GRU", "RNN", "BatchNormalization", "LayerNormalization", "InstanceNormalization"};
+    for (const auto& m : model_.graph().node())
+      for (const auto& i : m.input())
+        if (i == n.output(0) && kConstantReaders.contains(m.op_type())) return false;
+    return true;
   }
 
   void fold(const onnx::NodeProto& n) {
@@ -999,7 +1017,9 @@ class Importer {
       return alias_output(n, 0, input(n, 0));
     }
     if (op == "Dropout") return dropout(n);
-    if (op == "Gather") return input(n, 0).constant ? gather(n) : gather_slice(n);
+    // An embedding lookup reads a constant table at runtime ids; anything else at constant indices
+    // is a slice.
+    if (op == "Gather") return input(n, 0).constant && !input(n, 1).constant ? gather(n) : gather_slice(n);
     if (op == "ReduceMean" || op == "ReduceSum") return reduce(n);
     if (op == "Softmax" || op == "LogSoftmax") return softmax(n);
     if (op == "LSTM") return lstm(n);

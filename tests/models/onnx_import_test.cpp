@@ -574,6 +574,33 @@ TEST(OnnxImport, MaskedScoresUseWhereAndExpand) {
   EXPECT_EQ(count_type(g, "Select"), 2);  // forward, and the gradient of the scores side
 }
 
+TEST(OnnxImport, APartOfAWeightTrainsTheWholeWeight) {
+  // x [2,4,8] + pos[:, :4] with pos [1,16,8] (a learned positional table cut to the sequence, as
+  // `self.pos[:, :n]` exports): the variable is the whole table, sliced each step; likewise a row
+  // of a [3,8] table picked by a constant Gather.
+  ModelMaker m;
+  m.input("x", {2, 4, 8});
+  m.init("pos", {1, 16, 8});
+  m.init("rows", {3, 8});
+  m.init_ints("zero", {0});
+  m.init_ints("four", {4});
+  m.init_ints("one", {1});
+  m.node("Slice", {"pos", "zero", "four", "one"}, {"p"}, "/pos/Slice");
+  m.node("Add", {"x", "p"}, {"y"}, "/Add");
+  auto* idx = m.model().mutable_graph()->add_initializer();
+  idx->set_name("idx");
+  idx->set_data_type(onnx::TensorProto::INT64);
+  idx->add_int64_data(2);  // a scalar index
+  m.node("Gather", {"rows", "idx"}, {"row"}, "/row/Gather");
+  m.node("Add", {"y", "row"}, {"z"}, "/Add_1");
+  m.output("z");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("weight_part.onnx"), {}, &report);
+  EXPECT_EQ(report.stats.parameters, 16 * 8 + 3 * 8);
+  EXPECT_EQ(count_forward(g, "Slice"), 2);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+}
+
 TEST(OnnxImport, BakedBatchIsRewrittenInReshapeLiterals) {
   // Traced at batch 1: Reshape(x, [1, -1]). With batch 8 the literal becomes [8, -1] (listed).
   OnnxImportOptions options;
@@ -964,6 +991,10 @@ INSTANTIATE_TEST_SUITE_P(
         // dimensions symbolic: Shape arithmetic, Slice, batched MatMul, decomposed LayerNorm.
         TorchExport{"PLACELAB_TRANSFORMER_ONNX", "--transformer", 1'582'090,
                     with_dims({{"sequence", 128}, {"batch", 32}})},
+        // GPT-style: embedding + a learned positional table sliced to the sequence, batch-first
+        // pre-norm GELU encoder layers under a causal mask, with batch and sequence symbolic.
+        TorchExport{"PLACELAB_CAUSAL_TRANSFORMER_ONNX", "--causal-transformer", 112'612,
+                    with_dims({{"batch", 8}, {"sequence", 32}})},
         // Embedding + 2-layer nn.LSTM with (h0, c0) + Linear, traced at 35 steps of batch 20.
         TorchExport{"PLACELAB_LSTM_LM_ONNX", "--lstm-lm", 11'368'208, {}},
         // The same with a 2-layer nn.GRU and h0.
