@@ -70,8 +70,9 @@ struct OnnxImportReport {
 // Imports the ONNX model at `path` as a training graph.
 // - Graph inputs (those that are not initializers) become the outputs of one input-pipeline op,
 //   plus an integer label tensor with one label per row of the loss.
-// - Initializers that feed weights (Conv, Gemm/MatMul B and C, Gather tables, LSTM W/R/B,
-//   arithmetic operands with more than one element) become trainable variables; BatchNormalization
+// - Initializers that feed weights (Conv, Gemm/MatMul B and C, Gather tables, LSTM/GRU W/R/B,
+//   arithmetic operands with more than one element, the whole of one a Slice or Gather reads)
+//   become trainable variables; BatchNormalization
 //   and LayerNormalization use the builder's own scale/offset variables, whose sizes equal the
 //   ONNX ones, and moving statistics.
 // - Integer shape arithmetic (Shape → Gather/Slice/Concat/Unsqueeze/… → Reshape/Slice inputs) is
