@@ -6,13 +6,14 @@
   /usr/bin/python3 scripts/make-onnx-fixtures.py --inception-v3 /tmp/inception_v3.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --transformer /tmp/transformer.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --causal-transformer /tmp/causal_transformer.onnx
+  /usr/bin/python3 scripts/make-onnx-fixtures.py --bert-style /tmp/bert_style.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --lstm-lm /tmp/lstm_lm.onnx
   /usr/bin/python3 scripts/make-onnx-fixtures.py --gru-lm /tmp/gru_lm.onnx
 
 The default fixtures are built with python3-onnx's helper API (no torch), so CI can regenerate them.
 The other options export real models with torch.onnx.export (PyTorch 1.13) for the local tests
 that read them (PLACELAB_RESNET50_ONNX, PLACELAB_INCEPTION_V3_ONNX, PLACELAB_TRANSFORMER_ONNX,
-PLACELAB_CAUSAL_TRANSFORMER_ONNX, PLACELAB_LSTM_LM_ONNX, PLACELAB_GRU_LM_ONNX) and print torch's parameter count; --resnet50 and --inception-v3 need
+PLACELAB_CAUSAL_TRANSFORMER_ONNX, PLACELAB_BERT_STYLE_ONNX, PLACELAB_LSTM_LM_ONNX, PLACELAB_GRU_LM_ONNX) and print torch's parameter count; --resnet50 and --inception-v3 need
 python3-torchvision too. Run with Debian's /usr/bin/python3: the pyenv python3 lacks these modules.
 """
 import argparse
@@ -364,6 +365,67 @@ def export_causal_transformer(path):
     print(f"{path}: causal nn.TransformerEncoder language model, {params} parameters")
 
 
+def export_bert_style(path):
+    import math
+
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):
+        """A BERT encoder layer written as Hugging Face's modeling_bert writes it (view/permute head
+        splits, an additive extended attention mask, post-norm, GELU)."""
+
+        def __init__(self, d=64, heads=4):
+            super().__init__()
+            self.heads, self.head_dim = heads, d // heads
+            self.query, self.key, self.value, self.output = (nn.Linear(d, d) for _ in range(4))
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.intermediate, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def split(self, x):
+            b, n, _ = x.size()
+            return x.view(b, n, self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+        def forward(self, x, extended_mask):
+            q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim) + extended_mask
+            context = torch.matmul(scores.softmax(-1), v).permute(0, 2, 1, 3).contiguous()
+            context = context.view(context.size()[:-2] + (self.heads * self.head_dim,))
+            x = self.norm1(x + self.output(context))
+            return self.norm2(x + self.out(nn.functional.gelu(self.intermediate(x))))
+
+    class Bert(nn.Module):
+        """Word, position and token-type embeddings (the ids of the last two from registered buffers,
+        as Hugging Face's BertEmbeddings), 2 layers of d 64, a classifier on the first token."""
+
+        def __init__(self):
+            super().__init__()
+            self.word, self.position, self.token_type = nn.Embedding(1000, 64), nn.Embedding(128, 64), nn.Embedding(2, 64)
+            self.norm = nn.LayerNorm(64)
+            self.layers = nn.ModuleList([Layer(), Layer()])
+            self.register_buffer("position_ids", torch.arange(128).expand((1, -1)))
+            self.register_buffer("token_type_ids", torch.zeros(1, 128, dtype=torch.long))
+            self.classifier = nn.Linear(64, 2)
+
+        def forward(self, input_ids, attention_mask):
+            n = input_ids.size(1)
+            token_types = self.token_type_ids[:, :n].expand(input_ids.size(0), n)
+            x = self.norm(self.word(input_ids) + self.position(self.position_ids[:, :n]) + self.token_type(token_types))
+            extended = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+            for layer in self.layers:
+                x = layer(x, extended)
+            return self.classifier(x[:, 0])
+
+    torch.manual_seed(0)
+    model = Bert()
+    model.eval()
+    params = sum(p.numel() for p in model.parameters())
+    torch.onnx.export(model, (torch.zeros(2, 16, dtype=torch.long), torch.ones(2, 16, dtype=torch.long)), path,
+                      opset_version=14, input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}})
+    print(f"{path}: BERT-style encoder, {params} parameters")
+
+
 def export_rnn_lm(path, cell):
     import torch
     from torch import nn
@@ -426,11 +488,14 @@ def main():
     parser.add_argument("--transformer", metavar="PATH", help="export an nn.TransformerEncoder to PATH instead")
     parser.add_argument("--causal-transformer", metavar="PATH",
                         help="export a GPT-style nn.TransformerEncoder language model to PATH instead")
+    parser.add_argument("--bert-style", metavar="PATH",
+                        help="export a small BERT written as Hugging Face's modeling_bert to PATH instead")
     parser.add_argument("--lstm-lm", metavar="PATH", help="export an LSTM language model to PATH instead")
     parser.add_argument("--gru-lm", metavar="PATH", help="export a GRU language model to PATH instead")
     args = parser.parse_args()
     exports = ((args.resnet50, export_resnet50), (args.inception_v3, export_inception_v3),
                (args.transformer, export_transformer), (args.causal_transformer, export_causal_transformer),
+               (args.bert_style, export_bert_style),
                (args.lstm_lm, export_lstm_lm), (args.gru_lm, export_gru_lm))
     if any(path for path, _ in exports):
         for path, export in exports:

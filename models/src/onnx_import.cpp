@@ -1017,9 +1017,12 @@ class Importer {
       return alias_output(n, 0, input(n, 0));
     }
     if (op == "Dropout") return dropout(n);
-    // An embedding lookup reads a constant table at runtime ids; anything else at constant indices
-    // is a slice.
-    if (op == "Gather") return input(n, 0).constant && !input(n, 1).constant ? gather(n) : gather_slice(n);
+    // A 2-D constant table on axis 0 is an embedding lookup, at runtime ids or constant ones (BERT's
+    // position and token-type ids); anything else at constant indices is a slice.
+    if (op == "Gather") {
+      const bool table = input(n, 0).constant && input(n, 0).shape.size() == 2 && attr_int(n, "axis", 0) == 0;
+      return table ? gather(n) : gather_slice(n);
+    }
     if (op == "ReduceMean" || op == "ReduceSum") return reduce(n);
     if (op == "Softmax" || op == "LogSoftmax") return softmax(n);
     if (op == "LSTM") return lstm(n);
