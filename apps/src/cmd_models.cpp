@@ -1,9 +1,12 @@
 // `placelab models`, `export`, `inspect`: the model zoo from the command line.
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -158,19 +161,31 @@ void add_models_commands(CLI::App& app) {
   struct ImportArgs {
     std::string file, out, optimizer = "sgd", granularity = "op";
     int64_t batch = 0;
+    std::vector<std::string> dims;  // NAME=SIZE
   };
   auto im = std::make_shared<ImportArgs>();
   auto* import_cmd = app.add_subcommand("import", "Import an ONNX model as a training graph (backward and optimizer ops synthesised)");
   import_cmd->add_option("model", im->file, "The .onnx file")->required();
   import_cmd->add_option("--batch", im->batch, "Batch size (replaces the inputs' first dimension; needed when it is symbolic)");
+  import_cmd->add_option("--dim", im->dims,
+                         "Size of a symbolic input dimension, NAME=SIZE (repeatable), e.g. --dim sequence=128");
   import_cmd->add_option("--optimizer", im->optimizer, "sgd | momentum | rmsprop | adam")->capture_default_str();
   import_cmd->add_option("--granularity", im->granularity, "op or layer")->capture_default_str();
   import_cmd->add_option("-o,--output", im->out, "Output graph JSON (default: standard output)");
   import_cmd->footer("Example:\n  placelab import resnet50.onnx --batch 32 --optimizer momentum -o resnet50.json\n"
+                     "  placelab import transformer.onnx --dim sequence=128 --dim batch=32 -o transformer.json\n"
                      "What is mapped and what is approximated: docs/onnx.md");
   import_cmd->callback([im] {
     models::OnnxImportOptions o;
     o.batch = im->batch;
+    for (const std::string& d : im->dims) {
+      const auto eq = d.find('=');
+      int64_t size = 0;
+      const char* end = d.data() + d.size();
+      if (eq == std::string::npos || eq == 0 || std::from_chars(d.data() + eq + 1, end, size).ptr != end || size <= 0)
+        throw InputError("--dim " + d + ": must be NAME=SIZE with SIZE a positive integer");
+      o.dim_values[d.substr(0, eq)] = size;
+    }
     auto opt = models::optimizer_from_name(im->optimizer);
     if (!opt) throw InputError("--optimizer " + im->optimizer + ": must be sgd, momentum, rmsprop or adam");
     o.optimizer = *opt;

@@ -1279,6 +1279,67 @@ Value TrainingGraphBuilder::transpose(Value x, const std::vector<int>& perm) {
   });
 }
 
+Value TrainingGraphBuilder::slice(Value x, const Shape& begin, const Shape& size) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  PLACELAB_CHECK(begin.size() == xs.size() && size.size() == xs.size()) << "slice rank of " << shape_text(xs);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    PLACELAB_CHECK(begin[i] >= 0 && size[i] >= 0 && begin[i] + size[i] <= xs[i])
+        << "slice " << shape_text(begin) << " + " << shape_text(size) << " of " << shape_text(xs);
+  if (size == xs) return x;
+  return b.emit1("Slice", KernelSignature::copy(num_elements(size) * kFloatBytes), {x}, size,
+                 [](Impl& bb, Impl::GradCtx& g) {
+                   const Shape s = bb.shp(bb.in(g, 0));
+                   bb.give(g, 0, bb.emit1("Pad", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g)}, s));
+                 });
+}
+
+Value TrainingGraphBuilder::broadcast_to(Value x, const Shape& shape) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  auto s = broadcast(xs, shape);
+  PLACELAB_CHECK(s && *s == shape) << "broadcast_to " << shape_text(xs) << " to " << shape_text(shape);
+  if (xs == shape) return x;
+  return b.emit1("BroadcastTo", KernelSignature::copy(num_elements(shape) * kFloatBytes), {x}, shape,
+                 [](Impl& bb, Impl::GradCtx& g) { bb.give(g, 0, bb.reduce_to(bb.dy(g), bb.shp(bb.in(g, 0)))); });
+}
+
+Value TrainingGraphBuilder::select(Value cond, Value a, Value c) {
+  Impl& b = *impl_;
+  auto ac = broadcast(b.shp(a), b.shp(c));
+  auto s = ac ? broadcast(b.shp(cond), *ac) : std::nullopt;
+  PLACELAB_CHECK(s) << "select of " << shape_text(b.shp(cond)) << ", " << shape_text(b.shp(a)) << " and "
+                    << shape_text(b.shp(c)) << ": shapes do not broadcast";
+  const Shape out = *s;
+  const int64_t e = num_elements(out);
+  return b.emit1("Select", Impl::ew(e, 3), {cond, a, c}, out, [e, out](Impl& bb, Impl::GradCtx& g) {
+    // dy where the branch was taken, zeros elsewhere: one Select per side (TF's zeros_like + select).
+    Value zeros = bb.emit1("zeros", Impl::ew(e, 1), {}, out);
+    for (std::size_t i = 1; i <= 2; ++i)
+      if (bb.needs(g, i)) {
+        Value picked = bb.emit1("Select", Impl::ew(e, 3), {bb.in(g, 0), i == 1 ? bb.dy(g) : zeros, i == 1 ? zeros : bb.dy(g)}, out);
+        bb.give(g, i, bb.reduce_to(picked, bb.shp(bb.in(g, i))));
+      }
+  });
+}
+
+Value TrainingGraphBuilder::pad(Value x, const Shape& before, const Shape& after) {
+  Impl& b = *impl_;
+  const Shape xs = b.shp(x);
+  PLACELAB_CHECK(before.size() == xs.size() && after.size() == xs.size()) << "pad rank of " << shape_text(xs);
+  Shape out = xs;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    PLACELAB_CHECK(before[i] >= 0 && after[i] >= 0) << "pad " << shape_text(before) << " / " << shape_text(after);
+    out[i] += before[i] + after[i];
+  }
+  if (out == xs) return x;
+  return b.emit1("Pad", KernelSignature::copy(num_elements(out) * kFloatBytes), {x}, out,
+                 [](Impl& bb, Impl::GradCtx& g) {
+                   const Shape s = bb.shp(bb.in(g, 0));
+                   bb.give(g, 0, bb.emit1("Slice", KernelSignature::copy(num_elements(s) * kFloatBytes), {bb.dy(g)}, s));
+                 });
+}
+
 namespace {
 Shape pool_shape(const Shape& xs, int64_t k, int64_t stride, int64_t pad) {
   PLACELAB_CHECK(xs.size() == 4) << "pooling of " << shape_text(xs);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -54,6 +55,11 @@ struct TensorInfo {
   const onnx::TensorProto* data = nullptr;  // the constant's contents, when known
   Value value;             // builder value (runtime tensors; constants once materialised)
   Layout layout = Layout::kAsIs;
+  // A zero Pad of spatial axes that its only reader, a pooling or convolution node, applies as
+  // its own padding: no value; `padded_from` names the unpadded tensor and `pads` the ONNX
+  // [top, left, bottom, right] amounts.
+  std::string padded_from;
+  std::array<int64_t, 4> pads{0, 0, 0, 0};
   Shape builder_shape() const { return layout == Layout::kChannelsLast ? to_channels_last(shape) : shape; }
   int64_t elements() const { return num_elements(shape); }
 };
@@ -98,6 +104,327 @@ std::string attr_string(const onnx::NodeProto& n, std::string_view name, std::st
   const auto* a = find_attr(n, name);
   return a ? a->s() : fallback;
 }
+
+// --- constant folding of shape arithmetic ---------------------------------------------------------
+// Exporters compute the shapes of Reshape, Expand, Slice… at run time from Shape nodes (PyTorch
+// writes `x.view(b, s, h, d)` as Shape → Gather → Unsqueeze → Concat → Reshape). Once the batch
+// and symbolic dimensions are fixed these subgraphs are constants: ShapeFolder evaluates the
+// integer ones and the importer replaces each evaluated node by a Constant holding its value, so
+// that ONNX shape inference sees literal shapes. Integer tensors only (int64, int32, bool), at
+// most kMaxFoldElements elements.
+struct IntTensor {
+  Shape dims;
+  std::vector<int64_t> values;  // row-major; bool as 0/1
+  int32_t type = onnx::TensorProto::INT64;
+};
+
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+// Whether `dims` (from a file, perhaps garbage) are non-negative and hold at most
+// kMaxFoldElements elements, computed without overflow.
+bool foldable_size(const Shape& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || d > kMaxFoldElements) return false;
+    count *= d;
+    if (count > kMaxFoldElements) return false;
+  }
+  return true;
+}
+
+std::optional<IntTensor> int_tensor(const onnx::TensorProto& t) {
+  using TP = onnx::TensorProto;
+  if (t.data_type() != TP::INT64 && t.data_type() != TP::INT32 && t.data_type() != TP::BOOL) return std::nullopt;
+  IntTensor r;
+  r.dims.assign(t.dims().begin(), t.dims().end());
+  r.type = t.data_type();
+  if (!foldable_size(r.dims)) return std::nullopt;
+  if (t.data_type() == TP::BOOL) {
+    if (t.int32_data_size() > 0) {
+      r.values.assign(t.int32_data().begin(), t.int32_data().end());
+    } else {
+      for (char c : t.raw_data()) r.values.push_back(c != 0 ? 1 : 0);
+    }
+  } else {
+    auto v = int_values(t);
+    if (!v) return std::nullopt;
+    r.values = std::move(*v);
+  }
+  if (static_cast<int64_t>(r.values.size()) != num_elements(r.dims)) return std::nullopt;
+  return r;
+}
+
+onnx::TensorProto to_tensor_proto(const IntTensor& t) {
+  onnx::TensorProto p;
+  for (int64_t d : t.dims) p.add_dims(d);
+  p.set_data_type(t.type);
+  if (t.type == onnx::TensorProto::INT64) {
+    for (int64_t v : t.values) p.add_int64_data(v);
+  } else {
+    for (int64_t v : t.values) p.add_int32_data(static_cast<int32_t>(v));
+  }
+  return p;
+}
+
+// Evaluates one node over known integer inputs; nullopt when the op or its operands are not
+// covered (the node then stays as it is).
+class ShapeFolder {
+ public:
+  using Inputs = std::vector<std::optional<IntTensor>>;
+
+  // `shape_of(name)`: the static shape of a tensor, when inference knows it.
+  static std::optional<IntTensor> eval(const onnx::NodeProto& n, const Inputs& in,
+                                       const std::function<std::optional<Shape>(const std::string&)>& shape_of) {
+    const std::string& op = n.op_type();
+    auto known = [&](std::size_t i) { return i < in.size() && in[i].has_value(); };
+    auto all_known = [&] {
+      for (int i = 0; i < n.input_size(); ++i)
+        if (!n.input(i).empty() && !known(static_cast<std::size_t>(i))) return false;
+      return n.input_size() > 0;
+    };
+    if (op == "Shape" || op == "Size") {
+      if (n.input_size() < 1) return std::nullopt;
+      auto s = shape_of(n.input(0));
+      if (!s) return std::nullopt;
+      IntTensor r;
+      if (op == "Size") {
+        int64_t count = 1;
+        for (int64_t d : *s)
+          if (__builtin_mul_overflow(count, d, &count)) return std::nullopt;
+        r.values = {count};
+        return r;
+      }
+      const auto rank = static_cast<int64_t>(s->size());
+      int64_t start = clamp_index(attr_int(n, "start", 0), rank), end = clamp_index(attr_int(n, "end", rank), rank);
+      for (int64_t i = start; i < end; ++i) r.values.push_back((*s)[static_cast<std::size_t>(i)]);
+      r.dims = {static_cast<int64_t>(r.values.size())};
+      return r;
+    }
+    if (op == "Constant") {
+      const auto* a = find_attr(n, "value");
+      if (a && a->has_t()) return int_tensor(a->t());
+      if ((a = find_attr(n, "value_int")) != nullptr) return IntTensor{{}, {a->i()}};
+      if ((a = find_attr(n, "value_ints")) != nullptr)
+        return IntTensor{{a->ints_size()}, std::vector<int64_t>(a->ints().begin(), a->ints().end())};
+      return std::nullopt;
+    }
+    if (op == "ConstantOfShape") {
+      if (!known(0) || in[0]->dims.size() != 1) return std::nullopt;
+      IntTensor r;
+      r.dims = in[0]->values;
+      if (!foldable_size(r.dims)) return std::nullopt;
+      int64_t fill = 0;
+      const auto* a = find_attr(n, "value");
+      if (a && a->has_t()) {
+        auto v = int_tensor(a->t());
+        if (!v || v->values.size() != 1) return std::nullopt;  // a float fill: not shape arithmetic
+        fill = v->values[0];
+        r.type = v->type;
+      } else {
+        return std::nullopt;  // the default fill is float 0
+      }
+      r.values.assign(static_cast<std::size_t>(num_elements(r.dims)), fill);
+      return r;
+    }
+    if (!all_known()) return std::nullopt;
+    const IntTensor& x = *in[0];
+    if (op == "Identity") return x;
+    if (op == "Cast") {
+      const int64_t to = attr_int(n, "to", 0);
+      if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32 && to != onnx::TensorProto::BOOL)
+        return std::nullopt;
+      IntTensor r = x;
+      r.type = static_cast<int32_t>(to);
+      if (to == onnx::TensorProto::BOOL)
+        for (auto& v : r.values) v = v != 0 ? 1 : 0;
+      return r;
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      std::vector<int64_t> axes = attr_ints(n, "axes");
+      if (n.input_size() > 1 && known(1)) axes = in[1]->values;
+      IntTensor r = x;
+      if (op == "Unsqueeze") {
+        const auto rank = static_cast<int64_t>(x.dims.size() + axes.size());
+        std::vector<int64_t> sorted;
+        for (int64_t a : axes) sorted.push_back(a < 0 ? a + rank : a);
+        std::sort(sorted.begin(), sorted.end());
+        for (int64_t a : sorted) {
+          if (a < 0 || a > static_cast<int64_t>(r.dims.size())) return std::nullopt;
+          r.dims.insert(r.dims.begin() + a, 1);
+        }
+      } else {
+        const auto rank = static_cast<int64_t>(x.dims.size());
+        Shape dims;
+        for (int64_t i = 0; i < rank; ++i) {
+          bool drop = axes.empty() ? x.dims[static_cast<std::size_t>(i)] == 1
+                                   : std::any_of(axes.begin(), axes.end(), [&](int64_t a) { return (a < 0 ? a + rank : a) == i; });
+          if (!drop) dims.push_back(x.dims[static_cast<std::size_t>(i)]);
+        }
+        r.dims = dims;
+      }
+      return r;
+    }
+    if (op == "Reshape") {
+      if (in.size() < 2 || in[1]->dims.size() != 1) return std::nullopt;
+      Shape dims = in[1]->values;
+      int64_t known_elems = 1, infer = -1;
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        if (dims[i] == 0 && attr_int(n, "allowzero", 0) == 0) {
+          if (i >= x.dims.size()) return std::nullopt;
+          dims[i] = x.dims[i];
+        }
+        if (dims[i] == -1) {
+          if (infer >= 0) return std::nullopt;
+          infer = static_cast<int64_t>(i);
+        } else if (dims[i] < 0) {
+          return std::nullopt;
+        } else {
+          if (dims[i] > kMaxFoldElements) return std::nullopt;
+          known_elems *= dims[i];
+          if (known_elems > kMaxFoldElements) return std::nullopt;  // more than any folded tensor holds
+        }
+      }
+      const auto total = static_cast<int64_t>(x.values.size());
+      if (infer >= 0) {
+        if (known_elems == 0 || total % known_elems != 0) return std::nullopt;
+        dims[static_cast<std::size_t>(infer)] = total / known_elems;
+      }
+      if (num_elements(dims) != total) return std::nullopt;
+      IntTensor r = x;
+      r.dims = dims;
+      return r;
+    }
+    if (op == "Concat") {
+      for (const auto& t : in)
+        if (!t || t->dims.size() != 1) return std::nullopt;  // shape vectors only
+      IntTensor r;
+      r.type = x.type;
+      for (const auto& t : in) r.values.insert(r.values.end(), t->values.begin(), t->values.end());
+      r.dims = {static_cast<int64_t>(r.values.size())};
+      return r;
+    }
+    if (op == "Gather") {
+      if (x.dims.size() != 1 || !known(1)) return std::nullopt;
+      const IntTensor& idx = *in[1];
+      IntTensor r;
+      r.type = x.type;
+      r.dims = idx.dims;
+      const auto size = static_cast<int64_t>(x.values.size());
+      for (int64_t i : idx.values) {
+        if (i < -size || i >= size) return std::nullopt;
+        r.values.push_back(x.values[static_cast<std::size_t>(i < 0 ? i + size : i)]);
+      }
+      return r;
+    }
+    if (op == "Slice") {
+      if (x.dims.size() != 1 || n.input_size() < 3) return std::nullopt;
+      for (std::size_t i = 1; i < in.size(); ++i)
+        if (in[i] && in[i]->values.size() != 1) return std::nullopt;  // one axis: shape vectors are 1-D
+      const auto size = static_cast<int64_t>(x.values.size());
+      int64_t start = in[1]->values.at(0), end = in[2]->values.at(0), step = 1;
+      if (n.input_size() > 3 && !n.input(3).empty() && in[3]->values.at(0) != 0 && in[3]->values.at(0) != -1)
+        return std::nullopt;
+      if (n.input_size() > 4 && !n.input(4).empty()) step = in[4]->values.at(0);
+      if (step != 1 || in[1]->values.size() != 1) return std::nullopt;
+      start = clamp_index(start, size);
+      end = clamp_index(end, size);
+      IntTensor r;
+      r.type = x.type;
+      for (int64_t i = start; i < end; ++i) r.values.push_back(x.values[static_cast<std::size_t>(i)]);
+      r.dims = {static_cast<int64_t>(r.values.size())};
+      return r;
+    }
+    if (op == "Range") {
+      if (in.size() < 3 || x.values.size() != 1 || in[1]->values.size() != 1 || in[2]->values.size() != 1) return std::nullopt;
+      const int64_t start = x.values[0], limit = in[1]->values[0], delta = in[2]->values[0];
+      if (delta == 0) return std::nullopt;
+      IntTensor r;
+      r.type = x.type;
+      for (int64_t v = start; delta > 0 ? v < limit : v > limit;) {
+        r.values.push_back(v);
+        if (static_cast<int64_t>(r.values.size()) > kMaxFoldElements || __builtin_add_overflow(v, delta, &v))
+          return std::nullopt;
+      }
+      r.dims = {static_cast<int64_t>(r.values.size())};
+      return r;
+    }
+    if (op == "Not") {
+      IntTensor r = x;
+      for (auto& v : r.values) v = v == 0 ? 1 : 0;
+      return r;
+    }
+    if (op == "ReduceProd" || op == "ReduceSum") {
+      if (x.dims.size() > 1) return std::nullopt;
+      IntTensor r;
+      r.type = x.type;
+      r.values = {op == "ReduceProd" ? std::accumulate(x.values.begin(), x.values.end(), int64_t{1}, std::multiplies<>())
+                                     : std::accumulate(x.values.begin(), x.values.end(), int64_t{0})};
+      if (attr_int(n, "keepdims", 1) != 0 && x.dims.size() == 1) r.dims = {1};
+      return r;
+    }
+    static const std::set<std::string, std::less<>> kBinary = {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min",
+                                                               "Equal", "Less", "Greater", "And", "Or"};
+    if (kBinary.contains(op) && in.size() == 2) return broadcast(op, x, *in[1]);
+    if (op == "Where" && in.size() == 3) {
+      const IntTensor& a = *in[1];
+      const IntTensor& c = *in[2];
+      const std::size_t n_out = std::max({x.values.size(), a.values.size(), c.values.size()});
+      for (const IntTensor* t : {&x, &a, &c})
+        if (t->values.size() != 1 && t->values.size() != n_out) return std::nullopt;
+      IntTensor r;
+      r.type = a.type;
+      r.dims = x.values.size() == n_out ? x.dims : a.values.size() == n_out ? a.dims : c.dims;
+      for (std::size_t i = 0; i < n_out; ++i) {
+        auto at = [&](const IntTensor& t) { return t.values[t.values.size() == 1 ? 0 : i]; };
+        r.values.push_back(at(x) != 0 ? at(a) : at(c));
+      }
+      return r;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static int64_t clamp_index(int64_t i, int64_t size) {
+    if (i < 0) i += size;
+    return std::clamp<int64_t>(i, 0, size);
+  }
+
+  // Elementwise with one operand of one element or both of the same size.
+  static std::optional<IntTensor> broadcast(const std::string& op, const IntTensor& a, const IntTensor& c) {
+    if (a.values.size() != 1 && c.values.size() != 1 && a.values.size() != c.values.size()) return std::nullopt;
+    const bool a_wider = a.values.size() != 1 || (c.values.size() == 1 && a.dims.size() >= c.dims.size());
+    IntTensor r;
+    r.dims = a_wider ? a.dims : c.dims;
+    r.type = a.type;
+    const bool logical = op == "Equal" || op == "Less" || op == "Greater" || op == "And" || op == "Or";
+    if (logical) r.type = onnx::TensorProto::BOOL;
+    const std::size_t count = std::max(a.values.size(), c.values.size());
+    for (std::size_t i = 0; i < count; ++i) {
+      const int64_t x = a.values[a.values.size() == 1 ? 0 : i], y = c.values[c.values.size() == 1 ? 0 : i];
+      int64_t v = 0;
+      bool overflow = false;
+      if (op == "Add") overflow = __builtin_add_overflow(x, y, &v);
+      else if (op == "Sub") overflow = __builtin_sub_overflow(x, y, &v);
+      else if (op == "Mul") overflow = __builtin_mul_overflow(x, y, &v);
+      else if (op == "Div" || op == "Mod") {
+        if (y == 0 || (y == -1 && x == std::numeric_limits<int64_t>::min())) return std::nullopt;
+        // ONNX integer Div truncates toward zero, as C++ does; Mod with fmod = 0 takes the
+        // divisor's sign.
+        v = op == "Div" ? x / y : x % y;
+        if (op == "Mod" && v != 0 && (v < 0) != (y < 0)) v += y;
+      } else if (op == "Max") v = std::max(x, y);
+      else if (op == "Min") v = std::min(x, y);
+      else if (op == "Equal") v = x == y;
+      else if (op == "Less") v = x < y;
+      else if (op == "Greater") v = x > y;
+      else if (op == "And") v = (x != 0) && (y != 0);
+      else if (op == "Or") v = (x != 0) || (y != 0);
+      if (overflow) return std::nullopt;
+      r.values.push_back(v);
+    }
+    return r;
+  }
+};
 
 // Ops that are one elementwise kernel with a single runtime input. ONNX defines many; the
 // builder has Relu, Sigmoid and Tanh. Piecewise-linear ones are modelled as Relu and smooth ones
@@ -163,7 +490,10 @@ class Importer {
     for (const auto& o : model_.opset_import())
       if (o.domain().empty() || o.domain() == "ai.onnx") report_.opset = o.version();
     if (report_.opset == 0) fail("opset_import has no entry for the default ONNX domain");
-    for (int i = 0; i < model_.graph().node_size(); ++i) node_index_[&model_.graph().node(i)] = i;
+    for (int i = 0; i < model_.graph().node_size(); ++i) {
+      node_index_[&model_.graph().node(i)] = i;
+      original_op_types_.push_back(model_.graph().node(i).op_type());
+    }
   }
 
   // Unknown op types and foreign domains fail before shape inference, which would otherwise
@@ -195,6 +525,8 @@ class Importer {
       for (int d = 0; d < shape->dim_size(); ++d) {
         auto* dim = shape->mutable_dim(d);
         if (d == 0 && options_.batch > 0) {
+          if (dim->has_dim_value() && dim->dim_value() != options_.batch && exported_batch_ == 0)
+            exported_batch_ = dim->dim_value();
           dim->set_dim_value(options_.batch);
           continue;
         }
@@ -215,6 +547,41 @@ class Importer {
     if (options_.batch > 0)
       for (auto& output : *graph->mutable_output())
         if (output.type().has_tensor_type()) output.mutable_type()->mutable_tensor_type()->clear_shape();
+    if (exported_batch_ > 0) rewrite_baked_batch();
+  }
+
+  // A file traced at a fixed batch (torch.onnx.export without dynamic_axes) bakes that batch into
+  // the literal shapes of its Reshape and Expand nodes (x.view(1, -1) becomes Reshape(x, [1, -1])).
+  // With another batch, each such literal whose first entry is the exported batch gets the new
+  // one, and the rewrite is listed in the report. Literals that hold the batch elsewhere (a
+  // sequence-first layout, batch·heads) are left alone: inference then fails with a message
+  // saying how to re-export.
+  void rewrite_baked_batch() {
+    auto* graph = model_.mutable_graph();
+    std::unordered_map<std::string, onnx::TensorProto*> literals;
+    for (auto& t : *graph->mutable_initializer()) literals[t.name()] = &t;
+    for (auto& c : *graph->mutable_node()) {
+      if (c.op_type() != "Constant" || c.output_size() != 1) continue;
+      for (auto& a : *c.mutable_attribute())
+        if (a.name() == "value" && a.has_t()) literals[c.output(0)] = a.mutable_t();
+    }
+    std::set<std::string> done;
+    for (const auto& n : graph->node()) {
+      if ((n.op_type() != "Reshape" && n.op_type() != "Expand") || n.input_size() < 2) continue;
+      auto it = literals.find(n.input(1));
+      if (it == literals.end() || done.count(n.input(1))) continue;
+      onnx::TensorProto& t = *it->second;
+      std::optional<std::vector<int64_t>> v = t.data_type() == onnx::TensorProto::INT64 ? int_values(t) : std::nullopt;
+      if (!v || v->size() < 2 || v->front() != exported_batch_) continue;
+      const std::vector<int64_t> before = *v;
+      (*v)[0] = options_.batch;
+      t.clear_raw_data();
+      t.clear_int64_data();
+      for (int64_t x : *v) t.add_int64_data(x);
+      done.insert(n.input(1));
+      approximate(n, "shape literal " + shape_text(before) + " rewritten to " + shape_text(*v) + ": its first entry was the exported batch " +
+                         std::to_string(exported_batch_));
+    }
   }
 
   // ONNX's shape inference divides by strides and multiplies by dilations without checking them
@@ -270,12 +637,89 @@ class Importer {
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.
     model_.mutable_graph()->clear_value_info();
+    run_shape_inference();
+    // Shape arithmetic folded to literals lets inference fix shapes it could not before, which
+    // may in turn make more Shape nodes constant: repeat while something new folds.
+    for (int round = 0; round < 8 && fold_shape_arithmetic() > 0; ++round) {
+      model_.mutable_graph()->clear_value_info();
+      run_shape_inference();
+    }
+  }
+
+  // What to do when a batch override contradicts shapes the file fixed ("" when batch is not
+  // overridden or the file's batch was symbolic).
+  std::string baked_batch_hint() const {
+    if (exported_batch_ == 0) return "";
+    return "; the file was exported with a fixed batch of " + std::to_string(exported_batch_) +
+           " baked into its shapes, which batch = " + std::to_string(options_.batch) +
+           " contradicts: re-export with a symbolic batch (torch.onnx.export(..., dynamic_axes={'<input>': {0: "
+           "'batch'}})) or import with batch 0 (the exported one)";
+  }
+
+  // The static shape of every tensor inference (or the file) gives one.
+  std::unordered_map<std::string, Shape> static_shapes() const {
+    std::unordered_map<std::string, Shape> shapes;
+    const auto& g = model_.graph();
+    for (const auto& t : g.initializer()) shapes[t.name()] = Shape(t.dims().begin(), t.dims().end());
+    auto record = [&](const onnx::ValueInfoProto& v) {
+      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+      Shape s;
+      for (const auto& d : v.type().tensor_type().shape().dim()) {
+        if (!d.has_dim_value() || d.dim_value() < 0) return;
+        s.push_back(d.dim_value());
+      }
+      shapes.emplace(v.name(), std::move(s));
+    };
+    for (const auto& v : g.input()) record(v);
+    for (const auto& v : g.value_info()) record(v);
+    for (const auto& v : g.output()) record(v);
+    return shapes;
+  }
+
+  // Evaluates integer shape arithmetic (ShapeFolder) over the current static shapes and turns
+  // each evaluated node into a Constant holding its value (name and outputs kept). Returns the
+  // number of nodes turned into Constants.
+  int fold_shape_arithmetic() {
+    const auto shapes = static_shapes();
+    std::unordered_map<std::string, IntTensor> known;
+    for (const auto& t : model_.graph().initializer())
+      if (auto v = int_tensor(t)) known[t.name()] = std::move(*v);
+    auto shape_of = [&](const std::string& name) -> std::optional<Shape> {
+      auto it = shapes.find(name);
+      return it == shapes.end() ? std::nullopt : std::optional<Shape>(it->second);
+    };
+    int replaced = 0;
+    for (auto& n : *model_.mutable_graph()->mutable_node()) {
+      if (n.output_size() != 1 || n.output(0).empty()) continue;
+      ShapeFolder::Inputs in;
+      for (const auto& i : n.input()) {
+        auto it = known.find(i);
+        in.push_back(it == known.end() ? std::nullopt : std::optional<IntTensor>(it->second));
+      }
+      std::optional<IntTensor> v = ShapeFolder::eval(n, in, shape_of);
+      if (!v || num_elements(v->dims) != static_cast<int64_t>(v->values.size())) continue;
+      if (n.op_type() != "Constant") {
+        n.clear_input();
+        n.clear_attribute();
+        n.set_op_type("Constant");
+        onnx::AttributeProto* a = n.add_attribute();
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto::TENSOR);
+        *a->mutable_t() = to_tensor_proto(*v);
+        ++replaced;
+      }
+      known[n.output(0)] = std::move(*v);
+    }
+    return replaced;
+  }
+
+  void run_shape_inference() {
     try {
       onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(),
                                          onnx::ShapeInferenceOptions(/*check_type=*/false, /*strict=*/1,
                                                                      /*data_prop=*/true));
     } catch (const std::exception& e) {
-      fail(std::string("ONNX shape inference failed: ") + e.what());
+      fail(std::string("ONNX shape inference failed: ") + e.what() + baked_batch_hint());
     }
   }
 
@@ -403,7 +847,9 @@ class Importer {
   // than one element, derived from initializers), else a non-trainable constant. A value held in
   // another shape is reinterpreted with a Reshape (a noop kernel), as a layout change costs
   // nothing in the cost model's terms.
-  Value value_as(const std::string& name, TensorInfo& t, const Shape& want) {
+  // `may_train` false keeps a constant non-trainable even when it holds floating-point
+  // initializer data (masks and fills, not weights).
+  Value value_as(const std::string& name, TensorInfo& t, const Shape& want, bool may_train = true) {
     if (consumed_.count(name))
       fail("tensor '" + name + "' is read both as the parameters of a normalisation/LSTM node and elsewhere");
     if (!t.shape_known) fail("tensor '" + name + "' has no inferred shape");
@@ -412,7 +858,7 @@ class Importer {
            " elements (" + shape_text(want) + ") are expected");
     if (!t.value.valid()) {
       PLACELAB_CHECK(t.constant) << "runtime tensor " << name << " has no value";
-      bool weights = t.from_initializer && is_float_type(t.elem_type) && t.elements() > 1;
+      bool weights = may_train && t.from_initializer && is_float_type(t.elem_type) && t.elements() > 1;
       t.value = weights ? b_.variable(name, want) : b_.non_trainable_variable(name, want);
       if (weights) trainable_created_.insert(name);
       return t.value;
@@ -470,13 +916,14 @@ class Importer {
   }
 
   void import_node(const onnx::NodeProto& n, int index) {
-    ++report_.op_counts[n.op_type()];
+    ++report_.op_counts[original_op_types_[static_cast<std::size_t>(index)]];
     bool runtime = false;
     for (int i = 0; i < n.input_size(); ++i)
       if (!n.input(i).empty() && !tensor(n, n.input(i)).constant) runtime = true;
     const std::string& op = n.op_type();
-    // Shape/Size read only static shapes; nodes without a runtime input compute constants.
-    if (!runtime || op == "Shape" || op == "Size") {
+    // Shape/Size read only static shapes; nodes without a runtime input compute constants, except
+    // a part of a weight (below).
+    if ((!runtime && !reads_part_of_weight(n)) || op == "Shape" || op == "Size") {
       fold(n);
       return;
     }
@@ -492,6 +939,23 @@ class Importer {
       // A builder shape check: the node's configuration is one the mapping does not cover.
       fail(n, std::string("cannot be modelled with these shapes: ") + e.what());
     }
+  }
+
+  // A Slice or Gather of a floating-point initializer (`self.pos[:, :n]`, a positional table cut
+  // to the sequence length) trains the whole initializer: the node is built as a runtime slice
+  // of its variable, not folded into a smaller constant that would become a variable of the
+  // part's size. Not when a reader needs its weights as a constant (Conv, recurrent and
+  // normalisation nodes).
+  bool reads_part_of_weight(const onnx::NodeProto& n) {
+    if ((n.op_type() != "Slice" && n.op_type() != "Gather") || n.input_size() < 2 || n.output_size() != 1) return false;
+    const TensorInfo& data = tensor(n, n.input(0));
+    if (!data.from_initializer || !is_float_type(data.elem_type) || data.elements() <= 1 || !data.shape_known) return false;
+    static const std::set<std::string, std::less<>> kConstantReaders = {
+        "Conv", "ConvTranspose", "LSTM", "GRU", "RNN", "BatchNormalization", "LayerNormalization", "InstanceNormalization"};
+    for (const auto& m : model_.graph().node())
+      for (const auto& i : m.input())
+        if (i == n.output(0) && kConstantReaders.contains(m.op_type())) return false;
+    return true;
   }
 
   void fold(const onnx::NodeProto& n) {
@@ -553,10 +1017,20 @@ class Importer {
       return alias_output(n, 0, input(n, 0));
     }
     if (op == "Dropout") return dropout(n);
-    if (op == "Gather") return gather(n);
+    // A 2-D constant table on axis 0 is an embedding lookup, at runtime ids or constant ones (BERT's
+    // position and token-type ids); anything else at constant indices is a slice.
+    if (op == "Gather") {
+      const bool table = input(n, 0).constant && input(n, 0).shape.size() == 2 && attr_int(n, "axis", 0) == 0;
+      return table ? gather(n) : gather_slice(n);
+    }
     if (op == "ReduceMean" || op == "ReduceSum") return reduce(n);
     if (op == "Softmax" || op == "LogSoftmax") return softmax(n);
     if (op == "LSTM") return lstm(n);
+    if (op == "GRU") return gru(n);
+    if (op == "Slice") return slice(n);
+    if (op == "Expand") return expand(n);
+    if (op == "Where") return where(n);
+    if (op == "Pad") return pad(n);
     fail(n, "the importer cannot model '" + op + "' on runtime tensors (supported ops: docs/onnx.md)");
   }
 
@@ -582,7 +1056,8 @@ class Importer {
   };
   // Reads kernel_shape/strides/pads/auto_pad/dilations of a 2-D window op on x [n,c,h,w] with
   // inferred output [n,k,ho,wo].
-  Window window(const onnx::NodeProto& n, const Shape& x, const Shape& y, int64_t kh, int64_t kw) {
+  Window window(const onnx::NodeProto& n, const Shape& x, const Shape& y, int64_t kh, int64_t kw,
+                const std::array<int64_t, 4>& fused_pads = {0, 0, 0, 0}) {
     std::vector<int64_t> strides = attr_ints(n, "strides");
     std::vector<int64_t> dil = attr_ints(n, "dilations");
     std::vector<int64_t> pads = attr_ints(n, "pads");
@@ -606,11 +1081,17 @@ class Importer {
       p = {upper ? th / 2 : th - th / 2, upper ? tw / 2 : tw - tw / 2, upper ? th - th / 2 : th / 2,
            upper ? tw - tw / 2 : tw / 2};
     }
+    if (fused_pads != std::array<int64_t, 4>{0, 0, 0, 0}) {
+      if (auto_pad != "NOTSET") fail(n, "auto_pad " + auto_pad + " after a Pad node is not supported");
+      for (std::size_t i = 0; i < 4; ++i) p[i] += fused_pads[i];
+    }
+    // x is the unpadded input: its size plus the fused pads is what the window slides over.
     return {kh, kw, s, window_pad(n, x[2], kh, s, y[2], p[0], p[2]), window_pad(n, x[3], kw, s, y[3], p[1], p[3])};
   }
 
   void conv(const onnx::NodeProto& n) {
-    TensorInfo& x = input(n, 0);
+    TensorInfo& x = unpadded_input(n);
+    const std::array<int64_t, 4> fused = input(n, 0).pads;
     TensorInfo& w = input(n, 1);
     if (x.shape.size() != 4) fail(n, "only 2-D convolutions (rank-4 input) are supported, input is " + shape_text(x.shape));
     if (!w.constant) fail(n, "the weights (input 1) must be an initializer");
@@ -621,8 +1102,8 @@ class Importer {
     if (group < 1 || x.shape[1] != cg * group || k % group != 0)
       fail(n, "group " + std::to_string(group) + " does not divide input channels " + std::to_string(x.shape[1]) +
                   " and filters " + std::to_string(k));
-    Window win = window(n, x.shape, y, r, s);
-    Value xv = in_value(n, 0, Layout::kChannelsLast);
+    Window win = window(n, x.shape, y, r, s, fused);
+    Value xv = value_in(unpadded_name(n), x, Layout::kChannelsLast);
     Value out;
     if (group == 1) {
       out = b_.conv2d(xv, value_as(n.input(1), w, {r, s, cg, k}), win.stride, win.pad_h, win.pad_w);
@@ -740,16 +1221,17 @@ class Importer {
   }
 
   void pool(const onnx::NodeProto& n) {
-    TensorInfo& x = input(n, 0);
+    TensorInfo& x = unpadded_input(n);
+    const std::array<int64_t, 4> fused = input(n, 0).pads;
     if (x.shape.size() != 4) fail(n, "only 2-D pooling (rank-4 input) is supported");
     std::vector<int64_t> k = attr_ints(n, "kernel_shape");
     if (k.size() != 2) fail(n, "kernel_shape must have 2 entries");
     if (k[0] != k[1]) fail(n, "non-square window " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + " is not supported");
     const Shape y = inferred(n, n.output(0)).shape;
     if (attr_int(n, "ceil_mode", 0) != 0) approximate(n, "ceil_mode modelled by the padding that gives its output size");
-    Window win = window(n, x.shape, y, k[0], k[1]);
+    Window win = window(n, x.shape, y, k[0], k[1], fused);
     if (win.pad_h != win.pad_w) fail(n, "different padding per axis is not supported for pooling");
-    Value xv = in_value(n, 0, Layout::kChannelsLast);
+    Value xv = value_in(unpadded_name(n), x, Layout::kChannelsLast);
     Value out = n.op_type() == "MaxPool" ? b_.max_pool(xv, k[0], win.stride, win.pad_h)
                                          : b_.avg_pool(xv, k[0], win.stride, win.pad_h);
     set_output(n, 0, out, Layout::kChannelsLast);
@@ -896,6 +1378,10 @@ class Importer {
     TensorInfo& x = input(n, 0);
     const Shape out = inferred(n, n.output(0)).shape;
     if (out == x.shape) return alias_output(n, 0, x);
+    // ONNX 1.12's inference takes a literal Reshape shape without checking the element count.
+    if (num_elements(out) != x.elements())
+      fail(n, "reshapes " + shape_text(x.shape) + " (" + std::to_string(x.elements()) + " elements) to " + shape_text(out) +
+                  " (" + std::to_string(num_elements(out)) + ")" + baked_batch_hint());
     // Shape-only: a noop kernel over the same elements, in the ONNX element order.
     Value xv = x.layout == Layout::kAsIs ? in_value(n, 0, Layout::kAsIs) : x.value;
     set_output(n, 0, b_.reshape(xv, out), Layout::kAsIs);
@@ -940,6 +1426,174 @@ class Importer {
     Value table = value_as(n.input(0), data, data.shape);
     Value ids = in_value(n, 1, Layout::kAsIs);
     set_output(n, 0, b_.gather(table, ids), Layout::kAsIs);
+  }
+
+  // The integer contents of constant input `i` (axes, starts, pads…), or a failure naming it.
+  std::vector<int64_t> const_ints(const onnx::NodeProto& n, int i, std::string_view what) {
+    const TensorInfo& t = input(n, i);
+    std::optional<std::vector<int64_t>> v = t.data ? int_values(*t.data) : std::nullopt;
+    if (!t.constant || !v)
+      fail(n, std::string(what) + " (input " + std::to_string(i) + ") must be a constant integer tensor once shapes are known");
+    return *v;
+  }
+
+  // Slice of a runtime tensor with constant starts, ends, axes and steps 1: one tf.slice.
+  void slice(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const auto rank = static_cast<int64_t>(x.shape.size());
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (report_.opset < 10) {
+      starts = attr_ints(n, "starts");
+      ends = attr_ints(n, "ends");
+      axes = attr_ints(n, "axes");
+    } else {
+      starts = const_ints(n, 1, "starts");
+      ends = const_ints(n, 2, "ends");
+      if (has_input(n, 3)) axes = const_ints(n, 3, "axes");
+      if (has_input(n, 4)) steps = const_ints(n, 4, "steps");
+    }
+    if (axes.empty())
+      for (int64_t a = 0; a < static_cast<int64_t>(starts.size()); ++a) axes.push_back(a);
+    if (starts.size() != ends.size() || axes.size() != starts.size() || (!steps.empty() && steps.size() != axes.size()))
+      fail(n, "starts, ends, axes and steps must have one entry per sliced axis");
+    Shape begin(static_cast<std::size_t>(rank), 0);
+    Shape size = x.shape;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      if (!steps.empty() && steps[i] != 1)
+        fail(n, "step " + std::to_string(steps[i]) + " on axis " + std::to_string(axes[i]) + ": only step 1 is supported");
+      const auto a = static_cast<std::size_t>(normalized_axis(n, axes[i], x.shape.size()));
+      const int64_t dim = x.shape[a];
+      auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+      const int64_t b = clamp(starts[i]), e = clamp(ends[i]);
+      begin[a] = b;
+      size[a] = std::max<int64_t>(0, e - b);
+    }
+    if (num_elements(size) == 0) fail(n, "the slice " + shape_text(size) + " is empty");
+    const Layout layout = x.layout;
+    Value xv = in_value(n, 0, layout);
+    if (layout == Layout::kChannelsLast) {
+      begin = to_channels_last(begin);
+      size = to_channels_last(size);
+    }
+    set_output(n, 0, b_.slice(xv, begin, size), layout);
+  }
+
+  // Gather of a runtime tensor at constant indices (PyTorch's q, k, v = proj[0], proj[1],
+  // proj[2]; x[:, 0] of a classifier token): one tf.slice when the indices are one index or a
+  // consecutive range, then a Reshape to the output shape.
+  void gather_slice(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    if (!input(n, 1).constant)
+      fail(n, "gathering a runtime tensor at runtime indices is not supported (only embedding lookups in a 2-D "
+              "initializer, or constant indices)");
+    std::vector<int64_t> idx = const_ints(n, 1, "indices");
+    const auto a = static_cast<std::size_t>(normalized_axis(n, attr_int(n, "axis", 0), x.shape.size()));
+    const int64_t dim = x.shape[a];
+    for (auto& i : idx) i = i < 0 ? i + dim : i;
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      if (idx[i] < 0 || idx[i] >= dim || idx[i] != idx[0] + static_cast<int64_t>(i))
+        fail(n, "constant indices must be one index or a consecutive range within " + std::to_string(dim));
+    if (idx.empty()) fail(n, "no indices");
+    Shape begin(x.shape.size(), 0);
+    Shape size = x.shape;
+    begin[a] = idx[0];
+    size[a] = static_cast<int64_t>(idx.size());
+    Value y = b_.slice(in_value(n, 0, Layout::kAsIs), begin, size);
+    set_output(n, 0, b_.reshape(y, inferred(n, n.output(0)).shape), Layout::kAsIs);
+  }
+
+  // Expand of an activation to the inferred shape: one tf.broadcast_to (nothing when the shape
+  // does not change).
+  void expand(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const Shape out = inferred(n, n.output(0)).shape;
+    if (out == x.shape) return alias_output(n, 0, x);
+    if (x.shape.size() > out.size()) fail(n, "input " + shape_text(x.shape) + " has a higher rank than the output " + shape_text(out));
+    Shape aligned(out.size() - x.shape.size(), 1);
+    aligned.insert(aligned.end(), x.shape.begin(), x.shape.end());
+    Value xv = value_as(n.input(0), x, aligned);
+    set_output(n, 0, b_.broadcast_to(xv, out), Layout::kAsIs);
+  }
+
+  // Where(cond, x, y): one tf.where over the three broadcast together. Constant operands (masks,
+  // fill values such as -inf) are non-trainable constants.
+  void where(const onnx::NodeProto& n) {
+    const std::size_t rank = inferred(n, n.output(0)).shape.size();
+    std::vector<Value> vs;
+    for (int i = 0; i < 3; ++i) {
+      TensorInfo& t = input(n, i);
+      if (t.shape.size() > rank) fail(n, "input " + std::to_string(i) + " has a higher rank than the output");
+      Shape aligned(rank - t.shape.size(), 1);
+      aligned.insert(aligned.end(), t.shape.begin(), t.shape.end());
+      vs.push_back(value_as(n.input(i), t, aligned, /*may_train=*/false));
+    }
+    set_output(n, 0, b_.select(vs[0], vs[1], vs[2]), Layout::kAsIs);
+  }
+
+  // The tensor a pooling or convolution node reads, looking through a Pad fused into it.
+  const std::string& unpadded_name(const onnx::NodeProto& n) {
+    const TensorInfo& x = input(n, 0);
+    return x.padded_from.empty() ? n.input(0) : x.padded_from;
+  }
+  TensorInfo& unpadded_input(const onnx::NodeProto& n) { return tensor(n, unpadded_name(n)); }
+
+  // Pad with zeros (mode "constant"). torchvision's Inception-V3 export pads before each 3×3
+  // average pool (F.avg_pool2d(x, 3, 1, 1) comes out as Pad + AveragePool with no padding): a Pad
+  // of only spatial axes whose one reader is a pool or a convolution becomes that op's padding,
+  // as TensorFlow's SAME pooling; any other Pad is a tf.pad.
+  void pad(const onnx::NodeProto& n) {
+    TensorInfo& x = input(n, 0);
+    const std::string mode = attr_string(n, "mode", "constant");
+    const auto rank = static_cast<int64_t>(x.shape.size());
+    std::vector<int64_t> pads = report_.opset < 11 ? attr_ints(n, "pads") : const_ints(n, 1, "pads");
+    if (has_input(n, 3)) {
+      std::vector<int64_t> axes = const_ints(n, 3, "axes");
+      std::vector<int64_t> full(static_cast<std::size_t>(2 * rank), 0);
+      if (pads.size() != 2 * axes.size()) fail(n, "pads must have two entries per axis in axes");
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        const auto a = static_cast<std::size_t>(normalized_axis(n, axes[i], x.shape.size()));
+        full[a] = pads[i];
+        full[a + static_cast<std::size_t>(rank)] = pads[i + axes.size()];
+      }
+      pads = full;
+    }
+    if (static_cast<int64_t>(pads.size()) != 2 * rank)
+      fail(n, std::to_string(pads.size()) + " pads for rank " + std::to_string(rank) + ": expected " + std::to_string(2 * rank));
+    for (int64_t p : pads)
+      if (p < 0) fail(n, "negative pads (cropping) are not supported");
+    if (mode != "constant") approximate(n, "mode '" + mode + "' modelled as a zero pad (the same copy)");
+    Shape before(pads.begin(), pads.begin() + rank), after(pads.begin() + rank, pads.end());
+    // Fuse into the one pooling or convolution node that reads the result.
+    const onnx::NodeProto* reader = nullptr;
+    int readers = 0;
+    for (const auto& m : model_.graph().node())
+      for (int i = 0; i < m.input_size(); ++i)
+        if (m.input(i) == n.output(0)) {
+          ++readers;
+          reader = i == 0 ? &m : nullptr;
+        }
+    for (const auto& o : model_.graph().output())
+      if (o.name() == n.output(0)) ++readers;
+    const bool spatial_only = rank == 4 && before[0] == 0 && before[1] == 0 && after[0] == 0 && after[1] == 0;
+    const bool window_reader =
+        reader != nullptr && (reader->op_type() == "AveragePool" || reader->op_type() == "MaxPool" || reader->op_type() == "Conv") &&
+        attr_string(*reader, "auto_pad", "NOTSET") == "NOTSET";
+    if (readers == 1 && spatial_only && window_reader && mode == "constant") {
+      TensorInfo info = inferred(n, n.output(0));
+      info.padded_from = x.padded_from.empty() ? n.input(0) : x.padded_from;
+      const std::array<int64_t, 4> extra{before[2], before[3], after[2], after[3]};
+      for (std::size_t i = 0; i < 4; ++i) info.pads[i] = x.pads[i] + extra[i];
+      info.layout = Layout::kChannelsLast;
+      tensors_[n.output(0)] = info;
+      return;
+    }
+    const Layout layout = x.layout;
+    Value xv = in_value(n, 0, layout);
+    if (layout == Layout::kChannelsLast) {
+      before = to_channels_last(before);
+      after = to_channels_last(after);
+    }
+    set_output(n, 0, b_.pad(xv, before, after), layout);
   }
 
   std::vector<int64_t> reduce_axes(const onnx::NodeProto& n) {
@@ -987,84 +1641,191 @@ class Importer {
     set_output(n, 0, b_.softmax(in_value(n, 0, layout)), layout);
   }
 
-  // ONNX LSTM (gates i, o, f, c; W [dirs,4h,in], R [dirs,4h,h], B [dirs,8h]) unrolled over the
-  // sequence as TF 1.x BasicLSTMCell steps (gates i, j, f, o: the same work). Per direction one
-  // kernel variable [in+h, 4h] holds W and R, and one bias variable [8h] holds both ONNX biases,
-  // summed each step into the cell's [4h] bias, so the parameter count equals the file's.
-  void lstm(const onnx::NodeProto& n) {
+  // What an ONNX LSTM or GRU node (`gates` gates per direction: 4 or 3) runs over:
+  // X [seq, batch, in] (or [batch, seq, in] with layout 1), W [dirs, gates·h, in], R [dirs, gates·h, h].
+  struct Recurrence {
+    int64_t h = 0, dirs = 0, in = 0, seq = 0, batch = 0;
+    bool batch_first = false;
+    std::string direction;
+    bool reverse(int64_t d) const { return direction == "reverse" || (direction == "bidirectional" && d == 1); }
+  };
+
+  Recurrence recurrence(const onnx::NodeProto& n, int64_t gates) {
     TensorInfo& x = input(n, 0);
     TensorInfo& w = input(n, 1);
     TensorInfo& rt = input(n, 2);
     if (!w.constant || !rt.constant) fail(n, "W and R must be initializers");
     if (x.shape.size() != 3 || w.shape.size() != 3 || rt.shape.size() != 3) fail(n, "X, W and R must be 3-D");
-    const int64_t h = attr_int(n, "hidden_size", rt.shape[2]);
-    const int64_t dirs = w.shape[0], in = w.shape[2];
-    const bool batch_first = attr_int(n, "layout", 0) != 0;
-    const int64_t seq = batch_first ? x.shape[1] : x.shape[0], batch = batch_first ? x.shape[0] : x.shape[1];
-    const std::string direction = attr_string(n, "direction", "forward");
-    if (w.shape[1] != 4 * h || rt.shape[1] != 4 * h || rt.shape[2] != h)
-      fail(n, "W " + shape_text(w.shape) + " / R " + shape_text(rt.shape) + " do not match hidden_size " + std::to_string(h));
+    Recurrence r;
+    r.h = attr_int(n, "hidden_size", rt.shape[2]);
+    r.dirs = w.shape[0];
+    r.in = w.shape[2];
+    r.batch_first = attr_int(n, "layout", 0) != 0;
+    r.seq = r.batch_first ? x.shape[1] : x.shape[0];
+    r.batch = r.batch_first ? x.shape[0] : x.shape[1];
+    r.direction = attr_string(n, "direction", "forward");
+    if (w.shape[1] != gates * r.h || rt.shape[1] != gates * r.h || rt.shape[2] != r.h)
+      fail(n, "W " + shape_text(w.shape) + " / R " + shape_text(rt.shape) + " do not match hidden_size " + std::to_string(r.h));
     if (find_attr(n, "activations")) approximate(n, "custom activations modelled as sigmoid/tanh");
     if (find_attr(n, "clip")) approximate(n, "cell clipping not modelled");
-    if (attr_int(n, "input_forget", 0) != 0) approximate(n, "coupled input-forget gate modelled as separate gates");
-    if (has_input(n, 5) || has_input(n, 6) || has_input(n, 7) || has_input(n, 4))
-      approximate(n, "initial states, sequence lengths and peepholes not modelled (zero states, full length)");
-    if (!has_input(n, 3)) approximate(n, "no bias in the file; the builder's cell adds one [4h] bias");
+    if (has_input(n, 4)) approximate(n, "sequence lengths not modelled (every sequence runs its full length)");
     consume(n, 1);
     consume(n, 2);
     if (has_input(n, 3)) consume(n, 3);
+    return r;
+  }
 
+  // Initial state input `i` [dirs, batch, h] (PyTorch's h0, c0) for direction d: a runtime one
+  // seeds the direction's first cell; a constant one (zeros in a traced export) is the cell's
+  // zero state (an invalid Value).
+  Value initial_state(const onnx::NodeProto& n, int i, int64_t d, const Recurrence& r) {
+    if (!has_input(n, i)) return {};
+    TensorInfo& t = input(n, i);
+    const std::string what = i == 5 ? "initial_h" : "initial_c";
+    const Shape want = r.batch_first ? Shape{r.batch, r.dirs, r.h} : Shape{r.dirs, r.batch, r.h};
+    if (t.shape != want) fail(n, what + " is " + shape_text(t.shape) + ", expected " + shape_text(want));
+    if (t.constant) {
+      if (d == 0) approximate(n, what + " is a constant: modelled as the zero state");
+      return {};
+    }
+    Value v = in_value(n, i, Layout::kAsIs);
+    if (r.dirs > 1)
+      v = r.batch_first ? b_.slice(v, {0, d, 0}, {r.batch, 1, r.h}) : b_.slice(v, {d, 0, 0}, {1, r.batch, r.h});
+    return b_.reshape(v, {r.batch, r.h});
+  }
+
+  // X split into one [batch, in] value per step.
+  std::vector<Value> recurrence_steps(const onnx::NodeProto& n, const Recurrence& r) {
     Value xv = in_value(n, 0, Layout::kAsIs);
     std::vector<Value> steps;
-    if (seq == 1) {
-      steps.push_back(b_.reshape(xv, {batch, in}));
+    if (r.seq == 1) {
+      steps.push_back(b_.reshape(xv, {r.batch, r.in}));
     } else {
-      for (Value s : b_.split(xv, batch_first ? 1 : 0, static_cast<int>(seq))) steps.push_back(b_.reshape(s, {batch, in}));
+      for (Value s : b_.split(xv, r.batch_first ? 1 : 0, static_cast<int>(r.seq)))
+        steps.push_back(b_.reshape(s, {r.batch, r.in}));
     }
-    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(dirs));
-    std::vector<TrainingGraphBuilder::LstmState> finals;
-    for (int64_t d = 0; d < dirs; ++d) {
-      auto scope = b_.scope(dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
-      Value kernel = b_.variable("kernel", {in + h, 4 * h});
-      Value bias;
-      if (has_input(n, 3)) {
-        Value both = b_.variable("bias", {8 * h});
-        std::vector<Value> wb_rb = b_.split(both, 0, 2);
-        bias = b_.add(wb_rb[0], wb_rb[1]);
-      } else {
-        bias = b_.variable("bias", {4 * h});
-      }
-      bool reverse = direction == "reverse" || (direction == "bidirectional" && d == 1);
-      TrainingGraphBuilder::LstmState state;
-      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
-      hd.resize(static_cast<std::size_t>(seq));
-      for (int64_t t = 0; t < seq; ++t) {
-        int64_t step = reverse ? seq - 1 - t : t;
-        state = b_.lstm_cell(steps[static_cast<std::size_t>(step)], state, kernel, bias);
-        hd[static_cast<std::size_t>(step)] = state.h;
-      }
-      finals.push_back(state);
-    }
+    return steps;
+  }
+
+  // Y [seq, dirs, batch, h] (or [batch, seq, dirs, h] with layout 1) from hs[direction][step],
+  // and output k ≥ 1 [dirs, batch, h] from finals[k - 1][direction] (Y_h, then LSTM's Y_c), for
+  // the outputs some node reads.
+  void recurrence_outputs(const onnx::NodeProto& n, const Recurrence& r, const std::vector<std::vector<Value>>& hs,
+                          const std::vector<std::vector<Value>>& finals) {
     auto used = [&](int i) { return i < n.output_size() && !n.output(i).empty() && consumers_[n.output(i)] > 0; };
     if (used(0)) {
-      // Y [seq, dirs, batch, h] (or [batch, seq, dirs, h] with layout 1).
       std::vector<Value> per_step;
-      for (int64_t t = 0; t < seq; ++t) {
+      for (int64_t t = 0; t < r.seq; ++t) {
         std::vector<Value> per_dir;
-        for (int64_t d = 0; d < dirs; ++d)
-          per_dir.push_back(b_.reshape(hs[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)], {1, 1, batch, h}));
+        for (int64_t d = 0; d < r.dirs; ++d)
+          per_dir.push_back(b_.reshape(hs[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)], {1, 1, r.batch, r.h}));
         per_step.push_back(b_.concat(per_dir, 1));
       }
       Value y = b_.concat(per_step, 0);
-      set_output(n, 0, batch_first ? b_.transpose(y, {2, 0, 1, 3}) : y, Layout::kAsIs);
+      set_output(n, 0, r.batch_first ? b_.transpose(y, {2, 0, 1, 3}) : y, Layout::kAsIs);
     }
-    for (int out = 1; out <= 2; ++out) {
+    for (std::size_t k = 0; k < finals.size(); ++k) {
+      const int out = static_cast<int>(k) + 1;
       if (!used(out)) continue;
       std::vector<Value> per_dir;
-      for (const auto& f : finals) per_dir.push_back(b_.reshape(out == 1 ? f.h : f.c, {1, batch, h}));
+      for (Value f : finals[k]) per_dir.push_back(b_.reshape(f, {1, r.batch, r.h}));
       Value y = b_.concat(per_dir, 0);
-      set_output(n, out, batch_first ? b_.transpose(y, {1, 0, 2}) : y, Layout::kAsIs);
+      set_output(n, out, r.batch_first ? b_.transpose(y, {1, 0, 2}) : y, Layout::kAsIs);
     }
+  }
+
+  // ONNX LSTM (gates i, o, f, c; W [dirs,4h,in], R [dirs,4h,h], B [dirs,8h]) unrolled over the
+  // sequence as TF 1.x BasicLSTMCell steps (gates i, j, f, o: the same work). Per direction one
+  // kernel variable [in+h, 4h] holds W and R, and one bias variable [8h] holds both ONNX biases,
+  // summed each step into the cell's [4h] bias, so the parameter count equals the file's.
+  void lstm(const onnx::NodeProto& n) {
+    const Recurrence r = recurrence(n, 4);
+    if (attr_int(n, "input_forget", 0) != 0) approximate(n, "coupled input-forget gate modelled as separate gates");
+    if (has_input(n, 7)) approximate(n, "peepholes not modelled");
+    if (!has_input(n, 3)) approximate(n, "no bias in the file; the builder's cell adds one [4h] bias");
+    const std::vector<Value> steps = recurrence_steps(n, r);
+    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(r.dirs));
+    std::vector<std::vector<Value>> finals(2);  // Y_h, Y_c per direction
+    for (int64_t d = 0; d < r.dirs; ++d) {
+      auto scope = b_.scope(r.dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
+      Value kernel = b_.variable("kernel", {r.in + r.h, 4 * r.h});
+      Value bias;
+      if (has_input(n, 3)) {
+        Value both = b_.variable("bias", {8 * r.h});
+        std::vector<Value> wb_rb = b_.split(both, 0, 2);
+        bias = b_.add(wb_rb[0], wb_rb[1]);
+      } else {
+        bias = b_.variable("bias", {4 * r.h});
+      }
+      TrainingGraphBuilder::LstmState state{initial_state(n, 5, d, r), initial_state(n, 6, d, r)};  // invalid: zeros
+      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
+      hd.resize(static_cast<std::size_t>(r.seq));
+      for (int64_t t = 0; t < r.seq; ++t) {
+        int64_t step = r.reverse(d) ? r.seq - 1 - t : t;
+        state = b_.lstm_cell(steps[static_cast<std::size_t>(step)], state, kernel, bias);
+        hd[static_cast<std::size_t>(step)] = state.h;
+      }
+      finals[0].push_back(state.h);
+      finals[1].push_back(state.c);
+    }
+    recurrence_outputs(n, r, hs, finals);
+  }
+
+  // ONNX GRU (gates z, r, h; W [dirs,3h,in], R [dirs,3h,h], B [dirs,6h]) unrolled as TF 1.x
+  // GRUCell steps: [z, r] = σ([x, h]·K_g + b_g); the candidate c = tanh(x·W_h + b_Wh + r ⊙
+  // (h·R_h + b_Rh)) with PyTorch's linear_before_reset = 1, else tanh(x·W_h + (r ⊙ h)·R_h + b);
+  // h' = z ⊙ h + (1 − z) ⊙ c. Per direction: gate kernel [in+h, 2h] (W and R of z, r), gate bias
+  // [4h] (both ONNX biases, summed), candidate kernels [in, h] and [h, h] and bias [2h]: the
+  // file's parameters exactly.
+  void gru(const onnx::NodeProto& n) {
+    const Recurrence r = recurrence(n, 3);
+    const bool before_reset = attr_int(n, "linear_before_reset", 0) != 0;
+    const bool biased = has_input(n, 3);
+    const std::vector<Value> steps = recurrence_steps(n, r);
+    std::vector<std::vector<Value>> hs(static_cast<std::size_t>(r.dirs));
+    std::vector<std::vector<Value>> finals(1);  // Y_h per direction
+    for (int64_t d = 0; d < r.dirs; ++d) {
+      auto scope = b_.scope(r.dirs == 1 ? "cell" : d == 0 ? "fw" : "bw");
+      Value gate_kernel = b_.variable("gates/kernel", {r.in + r.h, 2 * r.h});
+      Value input_kernel = b_.variable("candidate/input_kernel", {r.in, r.h});
+      Value hidden_kernel = b_.variable("candidate/hidden_kernel", {r.h, r.h});
+      Value gate_bias, input_bias, hidden_bias;
+      if (biased) {
+        std::vector<Value> wb_rb = b_.split(b_.variable("gates/bias", {4 * r.h}), 0, 2);
+        gate_bias = b_.add(wb_rb[0], wb_rb[1]);
+        std::vector<Value> cb = b_.split(b_.variable("candidate/bias", {2 * r.h}), 0, 2);
+        input_bias = cb[0];
+        hidden_bias = cb[1];
+      }
+      Value h = initial_state(n, 5, d, r);
+      if (!h.valid()) h = b_.zeros({r.batch, r.h});
+      std::vector<Value>& hd = hs[static_cast<std::size_t>(d)];
+      hd.resize(static_cast<std::size_t>(r.seq));
+      for (int64_t t = 0; t < r.seq; ++t) {
+        const int64_t step = r.reverse(d) ? r.seq - 1 - t : t;
+        Value x = steps[static_cast<std::size_t>(step)];
+        Value zr = b_.matmul(b_.concat({x, h}, 1), gate_kernel);
+        if (biased) zr = b_.bias_add(zr, gate_bias);
+        std::vector<Value> z_r = b_.split(b_.sigmoid(zr), 1, 2);
+        Value xc = b_.matmul(x, input_kernel);
+        if (biased) xc = b_.bias_add(xc, input_bias);
+        Value hc;
+        if (before_reset) {
+          hc = b_.matmul(h, hidden_kernel);
+          if (biased) hc = b_.bias_add(hc, hidden_bias);
+          hc = b_.mul(z_r[1], hc);
+        } else {
+          hc = b_.matmul(b_.mul(z_r[1], h), hidden_kernel);
+          if (biased) hc = b_.bias_add(hc, hidden_bias);
+        }
+        Value c = b_.tanh(b_.add(xc, hc));
+        // 1 − z: one elementwise op with a constant.
+        h = b_.add(b_.mul(z_r[0], h), b_.mul(b_.add_constant(z_r[0], 1.0), c));
+        hd[static_cast<std::size_t>(step)] = h;
+      }
+      finals[0].push_back(h);
+    }
+    recurrence_outputs(n, r, hs, finals);
   }
 
   // --- loss -------------------------------------------------------------------------------------
@@ -1094,6 +1855,8 @@ class Importer {
   std::set<std::string> known_shape_;                    // names with a fully static inferred shape
   std::unordered_map<std::string, int> consumers_;
   std::unordered_map<const onnx::NodeProto*, int> node_index_;
+  std::vector<std::string> original_op_types_;
+  int64_t exported_batch_ = 0;  // the file's fixed input batch when options_.batch replaces it, else 0  // node op types as in the file (before folding)
   std::set<std::string> trainable_created_;
   std::set<std::string> consumed_;
   std::unordered_map<std::string, int32_t> layer_ids_;

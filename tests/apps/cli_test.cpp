@@ -890,6 +890,20 @@ TEST_F(Cli, ExportPlacementGivesTorchModulesAndTensorflowDevices) {
       << cluster.out;
 }
 
+TEST_F(Cli, ImportSizesSymbolicDimensionsWithDim) {
+  // tests/data/onnx/tiny_attention.onnx: x [S, N, 8], both symbolic (sequence first).
+  const std::string onnx = std::string(PLACELAB_SOURCE_DIR) + "/tests/data/onnx/tiny_attention.onnx";
+  CliResult ok = placelab("import " + onnx + " --dim S=5 --dim N=3 -o " + (dir_ / "attn.json").string());
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("parameters 378"), std::string::npos) << ok.out;
+  CliResult unsized = placelab("import " + onnx + " --dim S=5");
+  EXPECT_EQ(unsized.status, 2);
+  EXPECT_NE(unsized.out.find("graph input 'x' dimension 1 is symbolic ('N')"), std::string::npos) << unsized.out;
+  CliResult bad = placelab("import " + onnx + " --dim S");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("--dim S: must be NAME=SIZE"), std::string::npos) << bad.out;
+}
+
 TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   // Two one-core CPU devices described by hand (analytic cost model): verify needs no calibration.
   // The machine's YAML lines, indented by `pad` (a calibrated file nests them under `machine:`).

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "placelab/graph/error.h"
 
 namespace placelab::models {
@@ -198,6 +202,53 @@ TEST(TrainingGraphBuilder, TheImageInputGetsNoGradient) {
   }
   EXPECT_EQ(filter, 1);
   EXPECT_EQ(input, 0);
+}
+
+TEST(TrainingGraphBuilder, SliceAndPadCopyTheirBlockAndGradientsAreEachOther) {
+  // x [2,6] · w [6,8] → slice columns 2..5 → pad 1 row above → [3,4] → loss over 3 rows.
+  TrainingGraphBuilder b;
+  auto in = b.input_pipeline({{2, 6}, {3}});
+  Value y = b.matmul(in[0], b.variable("w", {6, 8}));
+  Value s = b.slice(y, {0, 2}, {2, 4});
+  Value p = b.pad(s, {1, 0}, {0, 0});
+  EXPECT_EQ(b.shape(p), (Shape{3, 4}));
+  EXPECT_EQ(b.slice(y, {0, 0}, {2, 8}).id, y.id);  // the whole tensor: no op
+  EXPECT_THROW(b.slice(y, {0, 6}, {2, 4}), Error);  // past the end
+  b.minimize(b.softmax_cross_entropy(p, in[1]));
+  OpGraph g = std::move(b).finish();
+  std::map<std::string, std::vector<KernelSignature>> copies;  // by type, forward then backward
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "Slice" || g.op(v).type == "Pad") copies[g.op(v).type].push_back(g.op(v).kernel);
+  using K = KernelSignature;
+  // Slice forward copies 2·4 floats, its gradient pads back to 2·8; Pad forward writes 3·4, its
+  // gradient slices 2·4.
+  EXPECT_EQ(copies["Slice"], (std::vector<K>{K::copy(32), K::copy(32)}));
+  EXPECT_EQ(copies["Pad"], (std::vector<K>{K::copy(48), K::copy(64)}));
+}
+
+TEST(TrainingGraphBuilder, BroadcastToAndSelectSumTheirGradientsBackToEachInput) {
+  // y [2,4] = x · w; broadcast_to [3,2,4]; select(mask [2,4], that, bias [4]) → loss over 6 rows.
+  TrainingGraphBuilder b;
+  auto in = b.input_pipeline({{2, 6}, {6}});
+  Value y = b.matmul(in[0], b.variable("w", {6, 4}));
+  Value wide = b.broadcast_to(y, {3, 2, 4});
+  EXPECT_EQ(b.broadcast_to(y, {2, 4}).id, y.id);  // the same shape: no op
+  EXPECT_THROW(b.broadcast_to(y, {2, 3}), Error);
+  Value mask = b.non_trainable_variable("mask", {2, 4});
+  Value picked = b.select(mask, wide, b.variable("bias", {4}));
+  EXPECT_EQ(b.shape(picked), (Shape{3, 2, 4}));
+  b.minimize(b.softmax_cross_entropy(b.reshape(picked, {6, 4}), in[1]));
+  OpGraph g = std::move(b).finish();
+  using K = KernelSignature;
+  std::map<std::string, std::vector<K>> ops;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "BroadcastTo" || g.op(v).type == "Select" || g.op(v).type == "Sum")
+      ops[g.op(v).type].push_back(g.op(v).kernel);
+  EXPECT_EQ(ops["BroadcastTo"], (std::vector<K>{K::copy(96)}));
+  // The forward Select and one per side that needs a gradient (not the mask).
+  EXPECT_EQ(ops["Select"], (std::vector<K>(3, K::elementwise(24, 3))));
+  // Sums: the bias side [3,2,4] → [4], then BroadcastTo's [3,2,4] → [2,4].
+  EXPECT_EQ(ops["Sum"], (std::vector<K>{K::reduction(24, 4), K::reduction(24, 8)}));
 }
 
 TEST(TrainingGraphBuilder, ShapeErrorsAreReported) {

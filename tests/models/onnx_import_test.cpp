@@ -1,5 +1,6 @@
 // ONNX import: fixtures are ModelProtos built here with the ONNX C++ API and written to a temp
-// dir; one file under tests/data/onnx/ comes from scripts/make-onnx-fixtures.py (python3-onnx).
+// dir, or the files under tests/data/onnx/ that scripts/make-onnx-fixtures.py writes with
+// python3-onnx; real PyTorch exports are read only when their variables name them.
 // Expected parameter counts and FLOPs are computed by hand from the kernel formulas of
 // graph/kernel.h: gemm 2·m·n·k, conv 2·n·k·c·r·s·ho·wo, elementwise elements·inputs,
 // reduction elements, softmax 5·rows·cols.
@@ -431,6 +432,227 @@ TEST(OnnxImport, ReadsTheCommittedPythonFixture) {
   EXPECT_EQ(report.producer.rfind("placelab make-onnx-fixtures", 0), 0u) << report.producer;
 }
 
+// The committed fixtures of scripts/make-onnx-fixtures.py (tests/data/onnx/README.md).
+fs::path fixture(const std::string& name) { return fs::path(PLACELAB_SOURCE_DIR) / "tests/data/onnx" / name; }
+
+int count_forward(const OpGraph& g, std::string_view type) {
+  int c = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v) c += g.op(v).type == type && g.op(v).phase == Phase::kForward ? 1 : 0;
+  return c;
+}
+
+TEST(OnnxImport, PadBeforePoolingBecomesThePoolsPadding) {
+  // Pad 1 + AveragePool 3/1 (no pads) is one AvgPool with padding 1, as TF's SAME pooling; the
+  // second Pad reads into a Relu and stays a tf.pad [2,4,8,8] → [2,4,9,9].
+  OnnxImportOptions options;
+  options.batch = 2;
+  OnnxImportReport report;
+  OpGraph g = import_onnx(fixture("tiny_pad_pool.onnx"), options, &report);
+  EXPECT_EQ(report.stats.parameters, 12 + 40 + 10);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  EXPECT_EQ(count_forward(g, "AvgPool"), 2);  // the branch pool and the global pool
+  EXPECT_EQ(count_forward(g, "Pad"), 1);
+  const Op* pad = nullptr;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).type == "Pad" && g.op(v).phase == Phase::kForward) pad = &g.op(v);
+  ASSERT_NE(pad, nullptr);
+  EXPECT_EQ(pad->kernel, KernelSignature::copy(2 * 9 * 9 * 4 * 4));
+  // Forward FLOPs: AvgPool 3×3 over [2,8,8,3] padded 2·8·8·3·9 = 3456; Conv 1×1 2·2·4·3·64 = 3072;
+  // Relu 2·9·9·4 = 648; global AvgPool 2·4·81 = 648; MatMul 2·2·10·4 = 160; BiasAdd 2·20 = 40;
+  // loss 5·2·10 + 2 = 102 (the Pad copies, no FLOPs).
+  EXPECT_DOUBLE_EQ(report.stats.forward_flops, 3456 + 3072 + 648 + 648 + 160 + 40 + 102);
+}
+
+TEST(OnnxImport, AttentionShapeArithmeticIsFoldedOnceDimsAreKnown) {
+  // nn.MultiheadAttention's export: Shape → Gather → Div/Mul → Slice bounds and Shape → Gather →
+  // Unsqueeze → Concat → Reshape shapes, all constants once S and N are given.
+  OnnxImportOptions options;
+  options.dim_values = {{"S", 5}, {"N", 3}};
+  OnnxImportReport report;
+  OpGraph g = import_onnx(fixture("tiny_attention.onnx"), options, &report);
+  EXPECT_EQ(report.stats.parameters, 8 * 24 + 24 + 8 * 8 + 8 + 8 * 10 + 10);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  EXPECT_EQ(count_forward(g, "Slice"), 3);  // q, k and v out of the packed projection
+  EXPECT_EQ(report.op_counts.at("Shape"), 3);  // counted as in the file, though folded
+  EXPECT_GE(report.folded_nodes, 25);
+  // The two batched products over N·heads = 6 matrices: scores [5,4]·[4,5] and context [5,5]·[5,4].
+  int batched = 0;
+  for (OpId v = 0; v < g.num_ops(); ++v)
+    if (g.op(v).phase == Phase::kForward && g.op(v).type == "BatchMatMul") ++batched;
+  EXPECT_EQ(batched, 2);
+  // Another sequence length folds to other shapes: the projections' work grows with S.
+  options.dim_values["S"] = 10;
+  OnnxImportReport longer;
+  import_onnx(fixture("tiny_attention.onnx"), options, &longer);
+  EXPECT_EQ(longer.stats.parameters, report.stats.parameters);
+  EXPECT_GT(longer.stats.forward_flops, 1.9 * report.stats.forward_flops);
+  // Without the sizes the symbolic dimension is named.
+  std::string e = import_error(fixture("tiny_attention.onnx"));
+  EXPECT_NE(e.find("graph input 'x' dimension 0 is symbolic ('S')"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, LstmInitialStatesSeedTheFirstCells) {
+  // Two LSTM layers with (h0, c0) sliced per layer from graph inputs: no zero states, no
+  // approximation, the file's parameters.
+  OnnxImportReport report;
+  OpGraph g = import_onnx(fixture("tiny_lstm_lm.onnx"), {}, &report);
+  EXPECT_EQ(report.stats.parameters, 80 + 2 * (64 + 64 + 32) + 80 + 20);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  EXPECT_EQ(count_type(g, "zeros"), 0);
+  EXPECT_EQ(count_forward(g, "Slice"), 4);  // h0[l], c0[l] for each layer
+  EXPECT_EQ(report.inputs, (std::vector<std::string>{"ids", "h0", "c0"}));
+  // Without initial states each layer starts from zeros (one zeros op per state and layer).
+  ModelMaker m;
+  m.input("x", {3, 2, 4});
+  m.init("W", {1, 16, 4});
+  m.init("R", {1, 16, 4});
+  m.node("LSTM", {"x", "W", "R"}, {"y"}, "/rnn/LSTM").add_attribute()->set_name("hidden_size");
+  auto& attr = *m.model().mutable_graph()->mutable_node(0)->mutable_attribute(0);
+  attr.set_type(onnx::AttributeProto::INT);
+  attr.set_i(4);
+  m.node("Flatten", {"y"}, {"f"});
+  m.output("f");
+  OpGraph zero = import_onnx(m.save("lstm_zero_state.onnx"));
+  EXPECT_EQ(count_type(zero, "zeros"), 2);
+}
+
+TEST(OnnxImport, GruIsUnrolledIntoGruCellsWithTheFilesParameters) {
+  // nn.GRU(4, 3) as PyTorch exports it (linear_before_reset = 1) with h0 a graph input, over 4 steps.
+  OnnxImportReport report;
+  OpGraph g = import_onnx(fixture("tiny_gru.onnx"), {}, &report);
+  // Table 80; GRU W 3·3·4 = 36, R 3·3·3 = 27, B 6·3 = 18; classifier 60 + 20.
+  EXPECT_EQ(report.stats.parameters, 80 + 36 + 27 + 18 + 60 + 20);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  EXPECT_EQ(count_type(g, "zeros"), 0);  // the first step reads h0
+  // Per step: gates [2,7]·[7,6], candidate input [2,4]·[4,3] and hidden [2,3]·[3,3].
+  std::map<std::string, int> products;
+  for (OpId v = 0; v < g.num_ops(); ++v) {
+    const Op& op = g.op(v);
+    if (op.phase != Phase::kForward || op.type != "MatMul") continue;
+    if (op.kernel == KernelSignature::gemm(2, 6, 7)) ++products["gates"];
+    if (op.kernel == KernelSignature::gemm(2, 3, 4)) ++products["input"];
+    if (op.kernel == KernelSignature::gemm(2, 3, 3)) ++products["hidden"];
+  }
+  EXPECT_EQ(products, (std::map<std::string, int>{{"gates", 4}, {"hidden", 4}, {"input", 4}}));
+}
+
+TEST(OnnxImport, MaskedScoresUseWhereAndExpand) {
+  // A causal mask as GPT-2 exports it: scores [2,4,4] = x·w, Where(mask [4,4] (bool), scores,
+  // -1e4) with the fill a constant; plus the first row block of relu(scores) Expanded back to
+  // [2,4,4] and a per-row scale [2,1,4] added.
+  ModelMaker m;
+  m.input("x", {2, 4, 8});
+  m.init("w", {8, 4});
+  auto* mask = m.model().mutable_graph()->add_initializer();
+  mask->set_name("mask");
+  mask->set_data_type(onnx::TensorProto::BOOL);
+  mask->add_dims(4);
+  mask->add_dims(4);
+  for (int i = 0; i < 16; ++i) mask->add_int32_data(i % 5 == 0 ? 1 : 0);
+  m.init("fill", {});
+  m.init("row_scale", {2, 1, 4});
+  m.init_ints("shape", {2, 4, 4});
+  m.node("MatMul", {"x", "w"}, {"scores"}, "/attn/MatMul");
+  m.node("Where", {"mask", "scores", "fill"}, {"masked"}, "/attn/Where");
+  m.node("Relu", {"scores"}, {"r"}, "/attn/Relu");
+  m.node("Slice", {"r", "zero", "one", "zero"}, {"r0"}, "/attn/Slice");
+  m.init_ints("zero", {0});
+  m.init_ints("one", {1});
+  m.node("Expand", {"r0", "shape"}, {"r2"}, "/attn/Expand_1");  // [1,4,4] → [2,4,4]
+  m.node("Add", {"masked", "r2"}, {"sum"}, "/attn/Add");
+  m.node("Add", {"sum", "row_scale"}, {"y"}, "/attn/Add_1");
+  m.output("y");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("masked.onnx"), {}, &report);
+  // w 32 and the row scale 8 are weights; the mask and the fill are not.
+  EXPECT_EQ(report.stats.parameters, 32 + 8);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+  const Op* select = find_type(g, "Select");
+  ASSERT_NE(select, nullptr);
+  EXPECT_EQ(select->kernel, KernelSignature::elementwise(32, 3));
+  EXPECT_EQ(count_forward(g, "BroadcastTo"), 1);
+  EXPECT_EQ(count_type(g, "Select"), 2);  // forward, and the gradient of the scores side
+}
+
+TEST(OnnxImport, APartOfAWeightTrainsTheWholeWeight) {
+  // x [2,4,8] + pos[:, :4] with pos [1,16,8] (a learned positional table cut to the sequence, as
+  // `self.pos[:, :n]` exports): the variable is the whole table, sliced each step; a row of a
+  // [3,8] table picked by a constant index is a lookup in the whole table.
+  ModelMaker m;
+  m.input("x", {2, 4, 8});
+  m.init("pos", {1, 16, 8});
+  m.init("rows", {3, 8});
+  m.init_ints("zero", {0});
+  m.init_ints("four", {4});
+  m.init_ints("one", {1});
+  m.node("Slice", {"pos", "zero", "four", "one"}, {"p"}, "/pos/Slice");
+  m.node("Add", {"x", "p"}, {"y"}, "/Add");
+  auto* idx = m.model().mutable_graph()->add_initializer();
+  idx->set_name("idx");
+  idx->set_data_type(onnx::TensorProto::INT64);
+  idx->add_int64_data(2);  // a scalar index
+  m.node("Gather", {"rows", "idx"}, {"row"}, "/row/Gather");
+  m.node("Add", {"y", "row"}, {"z"}, "/Add_1");
+  m.output("z");
+  OnnxImportReport report;
+  OpGraph g = import_onnx(m.save("weight_part.onnx"), {}, &report);
+  EXPECT_EQ(report.stats.parameters, 16 * 8 + 3 * 8);
+  EXPECT_EQ(count_forward(g, "Slice"), 1);
+  EXPECT_EQ(count_forward(g, "GatherV2"), 1);
+  EXPECT_TRUE(report.approximations.empty()) << report.brief_report();
+}
+
+TEST(OnnxImport, BakedBatchIsRewrittenInReshapeLiterals) {
+  // Traced at batch 1: Reshape(x, [1, -1]). With batch 8 the literal becomes [8, -1] (listed).
+  OnnxImportOptions options;
+  options.batch = 8;
+  OnnxImportReport report;
+  OpGraph g = import_onnx(fixture("tiny_baked_batch.onnx"), options, &report);
+  EXPECT_EQ(report.stats.parameters, 6 + 320 + 10);
+  ASSERT_EQ(report.approximations.size(), 1u) << report.brief_report();
+  EXPECT_EQ(report.approximations[0].node, "/Reshape");
+  EXPECT_NE(report.approximations[0].how.find("[1,-1] rewritten to [8,-1]"), std::string::npos)
+      << report.approximations[0].how;
+  const Op* mm = find_type(g, "MatMul");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->kernel, KernelSignature::gemm(8, 10, 32));
+
+  // A literal that holds the batch elsewhere cannot be rewritten: the error says what to do.
+  ModelMaker m;
+  m.input("x", {1, 4, 6});
+  m.init_ints("shape", {4, 6});
+  m.node("Reshape", {"x", "shape"}, {"r"}, "/view/Reshape");
+  m.node("Relu", {"r"}, {"y"});
+  m.output("y");
+  options.batch = 3;
+  std::string e = import_error(m.save("baked_elsewhere.onnx"), options);
+  EXPECT_NE(e.find("node '/view/Reshape' (Reshape): reshapes [3,4,6] (72 elements) to [4,6] (24)"), std::string::npos) << e;
+  EXPECT_NE(e.find("exported with a fixed batch of 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("dynamic_axes"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, SlicesAndGathersOnActivationsNameWhatIsMissing) {
+  ModelMaker m;
+  m.input("x", {2, 8});
+  m.init_ints("starts", {0});
+  m.init_ints("ends", {8});
+  m.init_ints("axes", {1});
+  m.init_ints("steps", {2});
+  m.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"}, "/s/Slice");
+  m.output("y");
+  std::string e = import_error(m.save("strided_slice.onnx"));
+  EXPECT_NE(e.find("node '/s/Slice' (Slice): step 2 on axis 1: only step 1 is supported"), std::string::npos) << e;
+
+  ModelMaker g;
+  g.input("x", {2, 8});
+  g.input("i", {3}, onnx::TensorProto::INT64);
+  auto& gather = g.node("Gather", {"x", "i"}, {"y"}, "/g/Gather");
+  ModelMaker::integer(gather, "axis", 1);
+  g.output("y");
+  e = import_error(g.save("runtime_gather.onnx"));
+  EXPECT_NE(e.find("node '/g/Gather' (Gather): gathering a runtime tensor at runtime indices"), std::string::npos) << e;
+}
+
 TEST(OnnxImport, BytesInMemoryImportAsTheFileDoes) {
   fs::path p = fs::path(PLACELAB_SOURCE_DIR) / "tests/data/onnx/tiny_cnn.onnx";
   std::ifstream in(p, std::ios::binary);
@@ -725,6 +947,68 @@ TEST(OnnxImport, TorchvisionResnet50MatchesTheZoo) {
   EXPECT_NEAR(layers.total_flops(), imported.total_flops(), 1e-9 * imported.total_flops());
   std::cout << "layer granularity: " << layers.num_ops() << " ops\n";
 }
+
+// Real PyTorch 1.13 exports written by scripts/make-onnx-fixtures.py (needs torch, so not in CI):
+// each imports with exactly the parameters torch counts (sum(p.numel() for p in
+// model.parameters()), printed by the script) and no unsupported node. Skipped when its variable
+// is unset.
+struct TorchExport {
+  const char* env;     // the variable naming the file
+  const char* option;  // make-onnx-fixtures.py's option that writes it
+  int64_t parameters;  // torch's count
+  OnnxImportOptions options;
+};
+
+class TorchExportImport : public ::testing::TestWithParam<TorchExport> {};
+
+TEST_P(TorchExportImport, HasTorchsParameterCount) {
+  const TorchExport& t = GetParam();
+  const char* path = std::getenv(t.env);
+  if (path == nullptr || *path == '\0')
+    GTEST_SKIP() << "set " << t.env << " to the file scripts/make-onnx-fixtures.py " << t.option << " writes";
+  OnnxImportReport report;
+  OpGraph g = import_onnx(path, t.options, &report);
+  std::cout << report.brief_report() << "\nops in the training step: " << g.num_ops() << "\n";
+  EXPECT_EQ(report.stats.parameters, t.parameters);
+}
+
+OnnxImportOptions with_batch(int64_t batch) {
+  OnnxImportOptions o;
+  o.batch = batch;
+  return o;
+}
+OnnxImportOptions with_dims(std::map<std::string, int64_t> dims) {
+  OnnxImportOptions o;
+  o.dim_values = std::move(dims);
+  return o;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Torch, TorchExportImport,
+    ::testing::Values(
+        // torchvision inception_v3(aux_logits=False), traced at batch 1: Pad + AveragePool pairs.
+        TorchExport{"PLACELAB_INCEPTION_V3_ONNX", "--inception-v3", 23'834'568, with_batch(32)},
+        // nn.TransformerEncoder (2 layers, d_model 256, 8 heads) + Linear, sequence-first with both
+        // dimensions symbolic: Shape arithmetic, Slice, batched MatMul, decomposed LayerNorm.
+        TorchExport{"PLACELAB_TRANSFORMER_ONNX", "--transformer", 1'582'090,
+                    with_dims({{"sequence", 128}, {"batch", 32}})},
+        // GPT-style: embedding + a learned positional table sliced to the sequence, batch-first
+        // pre-norm GELU encoder layers under a causal mask, with batch and sequence symbolic.
+        TorchExport{"PLACELAB_CAUSAL_TRANSFORMER_ONNX", "--causal-transformer", 112'612,
+                    with_dims({{"batch", 8}, {"sequence", 32}})},
+        // BERT as Hugging Face writes it: position/token-type ids from buffers, an additive mask
+        // computed from the attention_mask input, view/permute head splits, x[:, 0].
+        TorchExport{"PLACELAB_BERT_STYLE_ONNX", "--bert-style", 172'546, with_dims({{"batch", 8}, {"sequence", 32}})},
+        // Embedding + 2-layer nn.LSTM with (h0, c0) + Linear, traced at 35 steps of batch 20.
+        TorchExport{"PLACELAB_LSTM_LM_ONNX", "--lstm-lm", 11'368'208, {}},
+        // The same with a 2-layer nn.GRU and h0.
+        TorchExport{"PLACELAB_GRU_LM_ONNX", "--gru-lm", 10'448'656, {}}),
+    [](const ::testing::TestParamInfo<TorchExport>& p) {
+      std::string name = p.param.option + 2;
+      for (char& c : name)
+        if (c == '-') c = '_';
+      return name;
+    });
 
 }  // namespace
 }  // namespace placelab::models

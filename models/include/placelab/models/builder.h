@@ -215,6 +215,18 @@ class TrainingGraphBuilder {
   std::vector<Value> split(Value x, int axis, int parts);
   Value reshape(Value x, const Shape& shape);
   Value transpose(Value x, const std::vector<int>& perm);
+  // tf.slice: the block of `size` elements per axis starting at `begin` (a copy of the block);
+  // its gradient is a Pad of dy back to x's shape. begin[i] + size[i] <= x's dimension i.
+  Value slice(Value x, const Shape& begin, const Shape& size);
+  // tf.broadcast_to: x repeated to `shape` (numpy broadcasting; a copy of the result); its
+  // gradient sums dy back to x's shape.
+  Value broadcast_to(Value x, const Shape& shape);
+  // tf.where(cond, a, c): elementwise choice of a or c where cond holds, all three broadcast
+  // together (numpy). cond gets no gradient; a's and c's are Selects of dy summed to their shapes.
+  Value select(Value cond, Value a, Value c);
+  // tf.pad with zeros: `before[i]` and `after[i]` elements added on axis i (a copy into the larger
+  // tensor); its gradient is a Slice of dy. One entry per axis, each >= 0.
+  Value pad(Value x, const Shape& before, const Shape& after);
   // Pooling over NHWC windows k×k.
   Value max_pool(Value x, int64_t k, int64_t stride, int64_t pad);
   Value avg_pool(Value x, int64_t k, int64_t stride, int64_t pad);

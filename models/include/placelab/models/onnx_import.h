@@ -27,7 +27,9 @@ namespace placelab::models {
 
 struct OnnxImportOptions {
   // Examples per step: replaces the first dimension of every graph input (symbolic or not).
-  // 0 keeps the file's dimension; a symbolic one then is an error naming the input.
+  // 0 keeps the file's dimension; a symbolic one then is an error naming the input. When it
+  // replaces a fixed dimension B (a file traced without dynamic axes), int64 Reshape/Expand shape
+  // literals whose first entry is B get the new batch (each rewrite is listed in the report).
   int64_t batch = 0;
   // Sizes for other symbolic dimensions, by their dim_param name (e.g. {"sequence", 128}).
   std::map<std::string, int64_t> dim_values;
@@ -68,10 +70,14 @@ struct OnnxImportReport {
 // Imports the ONNX model at `path` as a training graph.
 // - Graph inputs (those that are not initializers) become the outputs of one input-pipeline op,
 //   plus an integer label tensor with one label per row of the loss.
-// - Initializers that feed weights (Conv, Gemm/MatMul B and C, Gather tables, LSTM W/R/B,
-//   arithmetic operands with more than one element) become trainable variables; BatchNormalization
+// - Initializers that feed weights (Conv, Gemm/MatMul B and C, Gather tables, LSTM/GRU W/R/B,
+//   arithmetic operands with more than one element, the whole of one a Slice or Gather reads)
+//   become trainable variables; BatchNormalization
 //   and LayerNormalization use the builder's own scale/offset variables, whose sizes equal the
 //   ONNX ones, and moving statistics.
+// - Integer shape arithmetic (Shape → Gather/Slice/Concat/Unsqueeze/… → Reshape/Slice inputs) is
+//   evaluated once the dimensions are fixed and folded to constants before the nodes are built.
+// - A zero Pad whose only reader is a pooling or convolution node becomes that node's padding.
 // - The loss is the mean sparse softmax cross-entropy over the first graph output, its leading
 //   dimensions flattened into rows and its last dimension the classes.
 // `report`, when not null, receives what was imported and what was approximated.
