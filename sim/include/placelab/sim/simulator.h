@@ -110,7 +110,9 @@ class Simulator {
   // Prepares the flat representation (CSR adjacency, op times per cost class, route table). The
   // graph must be acyclic (throws InputError naming a cycle otherwise). `cost` and its machine
   // must outlive the Simulator; the graph need not (everything needed is copied). Op times are
-  // asked once here, for each op on each CostModel::op_time_representative device. Transfer times are tabulated per device pair as latency + bytes × s/byte
+  // asked once here, for each op on each CostModel::op_time_representatives(graph) device (an op's
+  // measured time, Op::measured_s, wins over the model). Throws InputError naming the op and key
+  // for a measured time keyed by a device name the machine lacks. Transfer times are tabulated per device pair as latency + bytes × s/byte
   // when CostModel::transfer_time_s is affine in bytes for that pair (checked here at probe
   // sizes); otherwise it is asked during simulate(), from several threads in simulate_batch, so
   // it must be safe to call concurrently (it is const).
