@@ -324,6 +324,15 @@ TEST_F(Cli, SimulateUsesTheGraphsMeasuredTimes) {
   EXPECT_NE(bad.out.find("op \"a\": measured_s key \"gpu:9\": machine k80x4 has no device of this name"),
             std::string::npos)
       << bad.out;
+
+  // inspect counts them, and prices with them on a machine (checking the keys there too).
+  CliResult i = placelab("inspect " + graph("gpu") + " --machine k80x4 --json");
+  ASSERT_EQ(i.status, 0) << i.out;
+  const auto ij = nlohmann::json::parse(i.out);
+  EXPECT_EQ(ij.at("measured_ops").get<int64_t>(), 1);
+  CliResult it = placelab("inspect " + graph("gpu"));
+  EXPECT_NE(it.out.find("measured     1 ops carry measured times"), std::string::npos) << it.out;
+  EXPECT_EQ(placelab("inspect " + graph("gpu:9") + " --machine k80x4").status, 2);
 }
 
 TEST_F(Cli, SimulateWritesAChromeTrace) {
