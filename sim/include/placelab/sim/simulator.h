@@ -141,8 +141,9 @@ class Simulator {
   DeviceId effective_device(OpId op, DeviceId device) const;
   // Seconds `op` takes on `device`, as the cost model answered when the Simulator was built.
   double op_time_s(OpId op, DeviceId device) const;
-  // The device whose op times `device` shares (CostModel::op_time_representative): the one the
-  // cost model was asked for. Devices with one representative have one kind and equal op_time_s.
+  // The device whose op times `device` shares (CostModel::op_time_representatives of the graph, so
+  // a device an op's measured time names is its own): the one the cost model was asked for.
+  // Devices with one representative have one kind and equal op_time_s.
   DeviceId op_time_representative(DeviceId device) const;
 
  private:
