@@ -36,7 +36,7 @@ namespace {
 class BenchCostModel : public CostModel {
  public:
   explicit BenchCostModel(const Machine& machine) : CostModel(machine) {}
-  double op_time_s(const Op& op, DeviceId device) const override {
+  double model_op_time_s(const Op& op, DeviceId device) const override {
     const Device& d = machine().devices[device];
     return d.launch_overhead_s + op.flops / d.peak_flops;
   }

@@ -56,10 +56,11 @@ nlohmann::json inspect_json(const GraphSource& src) {
   const OpGraph& g = src.graph;
   Tally total;
   std::map<std::string, Tally> by_phase, by_type;
-  int64_t cpu_only = 0, edges_bytes = 0;
+  int64_t cpu_only = 0, edges_bytes = 0, measured = 0;
   for (OpId v = 0; v < g.num_ops(); ++v) {
     const Op& op = g.op(v);
     total.add(op);
+    measured += !op.measured_s.empty();
     by_phase[std::string(phase_name(op.phase))].add(op);
     by_type[op.type].add(op);
     cpu_only += op.cpu_only;
@@ -71,6 +72,7 @@ nlohmann::json inspect_json(const GraphSource& src) {
   j["edges"] = g.num_edges();
   j["edge_bytes"] = edges_bytes;
   j["cpu_only_ops"] = cpu_only;
+  j["measured_ops"] = measured;  // ops whose graph carries measured times (measured_s)
   if (src.parameters >= 0) j["parameters"] = src.parameters;
   j["flops"] = total.flops;
   j["persistent_bytes"] = total.persistent_bytes;
@@ -91,6 +93,8 @@ void print_inspect(const nlohmann::json& j) {
   fmt::print("ops          {} ({} cpu-only), {} edges carrying {}\n", j["ops"].get<int64_t>(),
              j["cpu_only_ops"].get<int64_t>(), j["edges"].get<int64_t>(), format_bytes(j["edge_bytes"].get<int64_t>()));
   if (j.contains("parameters")) fmt::print("parameters   {}\n", j["parameters"].get<int64_t>());
+  if (const int64_t n = j["measured_ops"].get<int64_t>(); n > 0)
+    fmt::print("measured     {} ops carry measured times (they come before the cost model)\n", n);
   fmt::print("work         {} per step\n", format_flops(j["flops"].get<double>()));
   fmt::print("memory       {} persistent, {} of op outputs per step\n",
              format_bytes(j["persistent_bytes"].get<int64_t>()), format_bytes(j["output_bytes"].get<int64_t>()));
@@ -248,6 +252,7 @@ void add_models_commands(CLI::App& app) {
           }
       }
       on_one.assign(src.graph.num_ops(), device);
+      check_measured_times(src.graph, m);
       sources = summarize_cost_sources(src.graph, *ms->cost, on_one);
       j["cost_sources"] = cost_sources_json(*sources, src.graph, m, on_one);
       j["cost_sources"]["machine"] = m.name;

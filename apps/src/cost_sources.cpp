@@ -7,7 +7,7 @@
 namespace placelab::cli {
 namespace {
 
-constexpr CostSource kSources[] = {CostSource::kMeasured, CostSource::kClassFit, CostSource::kAnalytic};
+constexpr CostSource kSources[] = {CostSource::kGraph, CostSource::kMeasured, CostSource::kClassFit, CostSource::kAnalytic};
 
 void print_row(const CostSourceRow& r) {
   std::string cells;
@@ -30,7 +30,7 @@ nlohmann::json row_json(const CostSourceRow& r) {
 }  // namespace
 
 void print_cost_sources(const CostSourceSummary& s, std::size_t max_rows) {
-  fmt::print("{:<28} {:>6} {:>18} {:>18} {:>18}\n", "op type", "ops", "measured", "fit", "analytic");
+  fmt::print("{:<28} {:>6} {:>18} {:>18} {:>18} {:>18}\n", "op type", "ops", "graph", "measured", "fit", "analytic");
   CostSourceRow rest{.op_type = "(other types)"};
   for (std::size_t i = 0; i < s.by_type.size(); ++i) {
     if (i < max_rows) {

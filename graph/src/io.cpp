@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -27,6 +28,8 @@ using nlohmann::json;
 constexpr std::string_view kGraphFormat = "placelab-graph";
 constexpr std::string_view kPlacementFormat = "placelab-placement";
 constexpr int64_t kFormatVersion = 1;
+// Graph files: version 2 adds the op field "measured_s"; version 1 files still load.
+constexpr int64_t kGraphVersionMeasured = 2;
 
 std::string join(std::span<const std::string_view> items) {
   std::string out;
@@ -258,11 +261,12 @@ KernelSignature read_kernel(const Reader& r, const json& v, const std::string& p
 
 constexpr std::string_view kOpFields[] = {"name",         "type",           "phase",      "kernel",
                                           "flops",        "bytes_accessed", "output_bytes",
-                                          "persistent_bytes", "cpu_only",   "layer",      "colocation"};
+                                          "persistent_bytes", "cpu_only",   "layer",      "colocation",
+                                          "measured_s"};
 constexpr std::string_view kEdgeFields[] = {"src", "dst", "bytes", "control"};
 constexpr std::string_view kGraphFields[] = {"format", "version", "name", "parameters", "ops", "edges"};
 
-Op read_op(const Reader& r, const json& v, const std::string& p) {
+Op read_op(const Reader& r, const json& v, const std::string& p, int64_t version) {
   r.object(v, p);
   r.check_keys(v, p, kOpFields, " of an op");
   Op op;
@@ -294,6 +298,22 @@ Op read_op(const Reader& r, const json& v, const std::string& p) {
   if (const json* l = Reader::member(v, "layer"))
     op.layer = static_cast<int32_t>(r.integer(*l, p + "/layer", -1, std::numeric_limits<int32_t>::max()));
   if (const json* c = Reader::member(v, "colocation")) op.colocation = r.string(*c, p + "/colocation", false);
+  if (const json* m = Reader::member(v, "measured_s")) {
+    const std::string mp = p + "/measured_s";
+    if (version < kGraphVersionMeasured)
+      r.fail(mp, "needs \"version\": 2 (version 1 files have no measured times)");
+    r.object(*m, mp);
+    // nlohmann keeps members sorted by key, the canonical order; keys are unique (parse()).
+    for (const auto& [key, value] : m->items()) {
+      const std::string kp = mp + "/" + json_pointer_token(key);
+      if (std::string rule = measured_key_problem(key); !rule.empty())
+        r.fail(kp, "device key " + quote_name(key) + ": " + rule);
+      if (!value.is_number()) r.fail_value(kp, value, "must be a number (seconds)");
+      const double t = value.get<double>();
+      if (std::string rule = measured_time_problem(t); !rule.empty()) r.fail_value(kp, value, rule);
+      op.measured_s.push_back({key, t});
+    }
+  }
   return op;
 }
 
@@ -307,12 +327,45 @@ std::string literal(const std::string& s, const std::string& what) {
   }
 }
 
+// Any double in a message, NaN and infinities included.
+std::string format_number_any(double d) { return std::isfinite(d) ? format_number(d) : std::to_string(d); }
+
 std::string finite(double d, const std::string& what) {
   if (!std::isfinite(d)) throw Error("cannot write " + what + " = " + std::to_string(d) + ": JSON numbers are finite");
   return format_number(d);
 }
 
 }  // namespace
+
+std::string measured_key_problem(std::string_view key) {
+  if (key.empty()) return "must not be empty; use a device kind (cpu, gpu) or a device name of the machine";
+  for (char c : key)
+    if (static_cast<unsigned char>(c) <= ' ' || c == '\x7f')
+      return "must be a device kind (cpu, gpu) or a device name, without whitespace or control characters";
+  return "";
+}
+
+std::string measured_time_problem(double time_s) {
+  if (!std::isfinite(time_s)) return "must be finite";
+  if (time_s < 0) return "must be >= 0";
+  if (time_s > kMaxMeasuredTime_s) return "must be <= 86400 (one day, in seconds)";
+  return "";
+}
+
+std::vector<MeasuredTime> canonical_measured_times(std::vector<MeasuredTime> times, std::string_view op_name) {
+  const std::string where = "op " + quote_name(op_name) + ": measured time for device key ";
+  for (const MeasuredTime& m : times) {
+    if (std::string rule = measured_key_problem(m.device); !rule.empty())
+      throw InputError(where + quote_name(m.device) + ": " + rule);
+    if (std::string rule = measured_time_problem(m.time_s); !rule.empty())
+      throw InputError(where + quote_name(m.device) + " = " + format_number_any(m.time_s) + ": " + rule);
+  }
+  std::sort(times.begin(), times.end(), [](const MeasuredTime& a, const MeasuredTime& b) { return a.device < b.device; });
+  for (std::size_t i = 1; i < times.size(); ++i)
+    if (times[i].device == times[i - 1].device)
+      throw InputError(where + quote_name(times[i].device) + ": repeated key: each device key may appear once");
+  return times;
+}
 
 OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::string* name, int64_t* parameters) {
   Reader r(text, origin);
@@ -323,8 +376,9 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
   if (!format.is_string() || format.get_ref<const std::string&>() != kGraphFormat)
     r.fail_value("/format", format, "must be \"placelab-graph\" (this is not a placelab graph file)");
   const json& version = r.required(doc, "", "version");
-  if (r.integer(version, "/version", 0, std::numeric_limits<int64_t>::max()) != kFormatVersion)
-    r.fail_value("/version", version, "must be 1, the only version this placelab reads");
+  const int64_t file_version = r.integer(version, "/version", 0, std::numeric_limits<int64_t>::max());
+  if (file_version != kFormatVersion && file_version != kGraphVersionMeasured)
+    r.fail_value("/version", version, "must be 1 or 2, the versions this placelab reads");
   std::string graph_name;
   if (const json* n = Reader::member(doc, "name")) graph_name = r.string(*n, "/name", false);
   int64_t graph_parameters = -1;
@@ -336,7 +390,7 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
   std::unordered_map<std::string, std::size_t> first_use;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     std::string p = "/ops/" + std::to_string(i);
-    Op op = read_op(r, ops[i], p);
+    Op op = read_op(r, ops[i], p, file_version);
     auto [it, inserted] = first_use.emplace(op.name, i);
     if (!inserted) {
       std::string first = "/ops/" + std::to_string(it->second) + "/name";
@@ -394,8 +448,12 @@ OpGraph read_graph_json(const std::filesystem::path& path, std::string* name, in
 }
 
 void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name, int64_t parameters) {
-  std::string s = "{\n  \"format\": \"placelab-graph\",\n  \"version\": 1,\n  \"name\": " +
-                  literal(std::string(name), "the graph name") + ",\n";
+  // Version 1 unless an op has measured times, so such files stay readable by older placelabs.
+  bool measured = false;
+  for (OpId id = 0; id < graph.num_ops() && !measured; ++id) measured = !graph.op(id).measured_s.empty();
+  std::string s = "{\n  \"format\": \"placelab-graph\",\n  \"version\": " +
+                  std::to_string(measured ? kGraphVersionMeasured : kFormatVersion) +
+                  ",\n  \"name\": " + literal(std::string(name), "the graph name") + ",\n";
   if (parameters >= 0) s += "  \"parameters\": " + std::to_string(parameters) + ",\n";
   s += "  \"ops\": [";
   for (OpId id = 0; id < graph.num_ops(); ++id) {
@@ -416,7 +474,17 @@ void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view 
     s += ", \"persistent_bytes\": " + std::to_string(op.persistent_bytes);
     s += std::string(", \"cpu_only\": ") + (op.cpu_only ? "true" : "false");
     s += ", \"layer\": " + std::to_string(op.layer);
-    s += ", \"colocation\": " + literal(op.colocation, what + " colocation") + "}";
+    s += ", \"colocation\": " + literal(op.colocation, what + " colocation");
+    if (!op.measured_s.empty()) {
+      s += ", \"measured_s\": {";
+      for (std::size_t i = 0; i < op.measured_s.size(); ++i) {
+        const MeasuredTime& m = op.measured_s[i];
+        s += (i ? ", " : "") + literal(m.device, what + " measured_s key") + ": " +
+             finite(m.time_s, op.name + " measured_s[" + m.device + "]");
+      }
+      s += "}";
+    }
+    s += "}";
   }
   s += graph.num_ops() ? "\n  ],\n  \"edges\": [" : "],\n  \"edges\": [";
   // boost::edges() of a bidirectional adjacency_list walks its global edge list, i.e. insertion

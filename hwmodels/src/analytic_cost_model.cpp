@@ -84,7 +84,7 @@ DeviceId AnalyticCostModel::op_time_representative(DeviceId device) const {
   return representative_[device];
 }
 
-double AnalyticCostModel::op_time_s(const Op& op, DeviceId device) const {
+double AnalyticCostModel::model_op_time_s(const Op& op, DeviceId device) const {
   PLACELAB_CHECK(device < machine().num_devices()) << "device " << device << " of " << machine().num_devices();
   const Device& d = machine().devices[device];
   const double flops = op.flops > 0 ? op.flops : kernel_flops(op.kernel);

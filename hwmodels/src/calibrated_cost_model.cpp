@@ -35,7 +35,7 @@ CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibrati
 
 CalibratedCostModel::~CalibratedCostModel() = default;
 
-CostLookup CalibratedCostModel::lookup(const Op& op, DeviceId device) const {
+CostLookup CalibratedCostModel::model_lookup(const Op& op, DeviceId device) const {
   PLACELAB_CHECK(device < by_device_.size()) << "device " << device << " of " << by_device_.size();
   if (const DeviceCalibration* d = by_device_[device]) {
     const double overhead = machine().devices[device].launch_overhead_s;
@@ -51,10 +51,10 @@ CostLookup CalibratedCostModel::lookup(const Op& op, DeviceId device) const {
 CostLookup CalibratedCostModel::lookup(const KernelSignature& sig, DeviceId device) const {
   // The analytic fallback reads work from the op; give it the signature's own.
   Op op{.name = to_string(sig), .kernel = sig, .flops = kernel_flops(sig), .bytes_accessed = kernel_bytes(sig)};
-  return lookup(op, device);
+  return model_lookup(op, device);
 }
 
-double CalibratedCostModel::op_time_s(const Op& op, DeviceId device) const { return lookup(op, device).time_s; }
+double CalibratedCostModel::model_op_time_s(const Op& op, DeviceId device) const { return model_lookup(op, device).time_s; }
 
 DeviceId CalibratedCostModel::op_time_representative(DeviceId device) const {
   PLACELAB_CHECK(device < representative_.size()) << "device " << device << " of " << representative_.size();

@@ -294,18 +294,21 @@ std::unique_ptr<Cbc_Model, CbcDeleter> make_cbc(const MilpBuilder& mb, const Exa
 
 // For each target device (an index into `devices`): whether it is the first of its orbit under the
 // permutations of the targets that leave the relaxation below unchanged — every device and its
-// image price ops alike (CostModel::op_time_representative) and have the same memory and streams,
+// image price the graph's ops alike (CostModel::op_time_representatives: measured times keyed by a
+// device name set a device apart) and have the same memory and streams,
 // and every pair's transfers take as long as their images' (checked at 0 bytes and at 1 GiB:
 // latency and bandwidth). Any group placement maps by such a permutation to one that puts a chosen
 // group on the first device of its orbit with the same relaxed makespan, so the relaxation may fix
 // one group that way without changing its optimum.
-std::vector<bool> orbit_representatives(const CostModel& cost, const std::vector<DeviceId>& devices) {
+std::vector<bool> orbit_representatives(const OpGraph& graph, const CostModel& cost,
+                                        const std::vector<DeviceId>& devices) {
   const Machine& m = cost.machine();
   const std::size_t nd = devices.size();
   std::vector<bool> rep(nd, true);
   if (nd > 8) return rep;  // 8! permutations at most
+  const std::vector<DeviceId> priced_as = cost.op_time_representatives(graph);
   const auto alike = [&](DeviceId a, DeviceId b) {
-    return cost.op_time_representative(a) == cost.op_time_representative(b) &&
+    return priced_as[a] == priced_as[b] &&
            m.devices[a].memory_bytes == m.devices[b].memory_bytes && m.devices[a].streams == m.devices[b].streams;
   };
   std::vector<std::size_t> perm(nd);
@@ -357,7 +360,7 @@ std::optional<std::pair<double, bool>> relaxation_bound(const OpGraph& graph, co
     for (OpId op = 0; op < n; ++op)
       if (!pinned(op)) work[grouping.group_of(op)] += cost.op_time_s(graph.op(op), d.devices[0]);
     const std::size_t heaviest = static_cast<std::size_t>(std::max_element(work.begin(), work.end()) - work.begin());
-    const std::vector<bool> rep = orbit_representatives(cost, d.devices);
+    const std::vector<bool> rep = orbit_representatives(graph, cost, d.devices);
     if (!work.empty() && work[heaviest] > 0)
       for (std::size_t i = 0; i < nd; ++i)
         if (!rep[i]) mb.set_upper(x[heaviest][i], 0);

@@ -1,7 +1,7 @@
 # Type stubs for placelab (the compiled placelab._placelab, placelab.env and placelab.frameworks). docs/python.md.
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,9 @@ class Graph:
     def op_types(self) -> list[str]: ...
     @property
     def total_flops(self) -> float: ...
+    @property
+    def measured_times(self) -> dict[str, dict[str, float]]: ...
+    def with_measured_times(self, times: Mapping[str, Mapping[str, float]]) -> Graph: ...
     def __len__(self) -> int: ...
 
 class Machine:

@@ -1,12 +1,16 @@
 // placelab.Graph (a zoo model, a graph JSON file or an ONNX import) and placelab.Machine (a
 // preset, a machine YAML or a calibrated machine file), loaded by the command line's own code.
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
 #include "bindings.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 #include "placelab/models/onnx_import.h"
 
 namespace placelab::python {
@@ -89,12 +93,43 @@ std::vector<std::string> op_types(const cli::GraphSource& g) {
   return out;
 }
 
+using MeasuredTimes = std::map<std::string, std::map<std::string, double>>;
+
+MeasuredTimes measured_times(const cli::GraphSource& g) {
+  MeasuredTimes out;
+  for (OpId i = 0; i < g.graph.num_ops(); ++i) {
+    const Op& op = g.graph.op(i);
+    if (op.measured_s.empty()) continue;
+    auto& times = out[op.name];
+    for (const MeasuredTime& t : op.measured_s) times[t.device] = t.time_s;
+  }
+  return out;
+}
+
+// A copy of `g` whose named ops carry `times` (replacing theirs; an empty map clears them).
+GraphPtr with_measured_times(const cli::GraphSource& g, const MeasuredTimes& times) {
+  auto out = std::make_shared<cli::GraphSource>(g);
+  for (const auto& [name, by_key] : times) {
+    std::optional<OpId> id = out->graph.find(name);
+    if (!id) {
+      std::string msg = "with_measured_times: op \"";
+      msg += name;
+      msg += "\": the graph has no op of this name";
+      throw InputError(msg);
+    }
+    std::vector<MeasuredTime> list;
+    for (const auto& [key, seconds] : by_key) list.push_back({key, seconds});
+    out->graph.op(*id).measured_s = canonical_measured_times(std::move(list), name);
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_graph_machine(py::module_& m) {
   py::class_<cli::GraphSource, GraphPtr>(m, "Graph",
                                          "A training-step op graph. Build one with Graph.from_model, Graph.from_json "
-                                         "or Graph.from_onnx; it is immutable.")
+                                         "or Graph.from_onnx; it is immutable (with_measured_times returns a copy).")
       .def_static(
           "from_model",
           [](const std::string& spec) {
@@ -128,6 +163,18 @@ void bind_graph_machine(py::module_& m) {
       .def_property_readonly("op_types", &op_types, "The op types (\"Conv2D\", \"MatMul\", ...), by op id.")
       .def_property_readonly("total_flops", [](const cli::GraphSource& g) { return g.graph.total_flops(); },
                              "Floating-point operations of one step (a count).")
+      .def_property_readonly("measured_times", &measured_times,
+                             "The measured op times the graph carries: {op name: {device key: seconds}}, for the "
+                             "ops that have any. A key is a device kind (\"cpu\", \"gpu\") or a device name "
+                             "(\"gpu:1\"), which wins over its kind; they come before every cost model.")
+      .def("with_measured_times", &with_measured_times, py::arg("times"),
+           "A copy of this graph whose ops carry measured times: `times` maps op names to {device key: seconds} "
+           "(one execution, launch overhead included), e.g. {\"fc/MatMul\": {\"gpu\": 0.0012, \"gpu:1\": "
+           "0.0011}}. A key is a device kind (\"cpu\", \"gpu\") or a device name of the machine; a name wins "
+           "over its kind. Replaces the named ops' times (an empty dict clears them) and keeps the others'. "
+           "Raises InputError for an unknown op, an empty key or one with whitespace, or a time that is not "
+           "finite, negative or over a day; a device name the machine lacks is an InputError when a Simulator "
+           "is made. The graph itself is unchanged.")
       .def("__len__", [](const cli::GraphSource& g) { return g.graph.num_ops(); })
       .def("__repr__", [](const cli::GraphSource& g) {
         std::string s = "<placelab.Graph ";

@@ -826,11 +826,15 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     });
   }
 
+  // A measured time keyed by a device name the machine lacks is a mistake in the graph file.
+  check_measured_times(graph, machine);
+  // Devices an op's measured time names are their own class (CostModel::op_time_representatives).
+  const std::vector<DeviceId> representatives = cost.op_time_representatives(graph);
   g.cost_class.resize(nd);
   for (DeviceId d = 0; d < nd; ++d) {
-    const DeviceId rep = cost.op_time_representative(d);
+    const DeviceId rep = representatives[d];
     PLACELAB_CHECK(rep <= d && machine.devices[rep].kind == machine.devices[d].kind &&
-                   (rep == d || cost.op_time_representative(rep) == rep))
+                   (rep == d || representatives[rep] == rep))
         << cost.describe() << ": op_time_representative(" << machine.devices[d].name << ") = " << rep;
     if (rep == d) {
       g.cost_class[d] = g.num_cost_classes++;

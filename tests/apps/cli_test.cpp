@@ -296,6 +296,45 @@ TEST_F(Cli, SimulateAndInspectSayWhereEachOpsTimeComesFrom) {
   EXPECT_NE(bad.out.find("--device gpu:9: not a device of dgx1"), std::string::npos) << bad.out;
 }
 
+// A graph carrying measured times: --cost-sources counts them as "graph", and a key naming no
+// device of the machine is an input error (exit 2) naming the op and the key.
+TEST_F(Cli, SimulateUsesTheGraphsMeasuredTimes) {
+  auto graph = [&](const std::string& key) {
+    const fs::path p = dir_ / ("measured-" + std::to_string(key.size()) + ".json");
+    std::ofstream(p) << "{\"format\": \"placelab-graph\", \"version\": 2, \"ops\": [\n"
+                        "  {\"name\": \"a\", \"type\": \"MatMul\", \"kernel\": {\"class\": \"gemm\", \"m\": 64, \"n\": 64, "
+                        "\"k\": 64, \"batch\": 1}, \"measured_s\": {\"" << key << "\": 0.25}},\n"
+                        "  {\"name\": \"b\", \"type\": \"NoOp\"}],\n"
+                        " \"edges\": [{\"src\": \"a\", \"dst\": \"b\"}]}\n";
+    return p.string();
+  };
+  CliResult r = placelab("simulate -g " + graph("gpu") + " -m k80x4 -p single_gpu --cost-sources --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& total = j.at("cost_sources").at("total");
+  EXPECT_EQ(total.at("graph").at("ops").get<int64_t>(), 1);
+  EXPECT_EQ(total.at("graph").at("time_s").get<double>(), 0.25);
+  EXPECT_EQ(total.at("analytic").at("ops").get<int64_t>(), 1);
+  EXPECT_EQ(j.at("cost_sources").at("ops").at(0).at("source").get<std::string>(), "graph");
+  CliResult text = placelab("simulate -g " + graph("gpu") + " -m k80x4 -p single_gpu --cost-sources");
+  EXPECT_NE(text.out.find("graph"), std::string::npos) << text.out;
+
+  CliResult bad = placelab("simulate -g " + graph("gpu:9") + " -m k80x4 -p single_gpu");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("op \"a\": measured_s key \"gpu:9\": machine k80x4 has no device of this name"),
+            std::string::npos)
+      << bad.out;
+
+  // inspect counts them, and prices with them on a machine (checking the keys there too).
+  CliResult i = placelab("inspect " + graph("gpu") + " --machine k80x4 --json");
+  ASSERT_EQ(i.status, 0) << i.out;
+  const auto ij = nlohmann::json::parse(i.out);
+  EXPECT_EQ(ij.at("measured_ops").get<int64_t>(), 1);
+  CliResult it = placelab("inspect " + graph("gpu"));
+  EXPECT_NE(it.out.find("measured     1 ops carry measured times"), std::string::npos) << it.out;
+  EXPECT_EQ(placelab("inspect " + graph("gpu:9") + " --machine k80x4").status, 2);
+}
+
 TEST_F(Cli, SimulateWritesAChromeTrace) {
   fs::path trace = dir_ / "step.json";
   CliResult r = placelab("simulate -g " + quickstart_ + " -m k80x2 -p round_robin --trace " + trace.string());

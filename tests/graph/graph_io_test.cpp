@@ -70,6 +70,7 @@ void expect_same_graph(const OpGraph& a, const OpGraph& b) {
     EXPECT_EQ(x.cpu_only, y.cpu_only);
     EXPECT_EQ(x.layer, y.layer);
     EXPECT_EQ(x.colocation, y.colocation);
+    EXPECT_EQ(x.measured_s, y.measured_s);
     auto edges = [](const OpGraph& g, OpId v, bool out) {
       std::vector<std::tuple<OpId, int64_t, bool>> list;
       auto add = [&](OpId w, const Tensor& t) { list.emplace_back(w, t.bytes, t.control); };
@@ -334,8 +335,8 @@ TEST(GraphJsonErrors, DocumentHeaderIsChecked) {
   EXPECT_EQ(graph_error("[1, 2]"), "g.json:1: / = [1,2]: must be an object");
   EXPECT_EQ(graph_error("{\n\"format\": \"onnx\", \"version\": 1, \"ops\": []}"),
             "g.json:2: /format = \"onnx\": must be \"placelab-graph\" (this is not a placelab graph file)");
-  EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\",\n \"version\": 2, \"ops\": []}"),
-            "g.json:2: /version = 2: must be 1, the only version this placelab reads");
+  EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\",\n \"version\": 3, \"ops\": []}"),
+            "g.json:2: /version = 3: must be 1 or 2, the versions this placelab reads");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1}"), "g.json:1: /: missing required field \"ops\"");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": {}}"),
             "g.json:1: /ops = {}: must be an array");
@@ -347,7 +348,7 @@ TEST(GraphJsonErrors, MissingAndUnknownOpFields) {
   EXPECT_EQ(graph_error(doc(abc_with(1, R"({"name": "b"})"), {})), "g.json:6: /ops/1: missing required field \"type\"");
   EXPECT_EQ(graph_error(doc(abc_with(2, R"({"name": "c", "type": "Relu", "flop": 5})"), {})),
             "g.json:7: /ops/2/flop = 5: unknown field of an op; valid fields are name, type, phase, kernel, flops, "
-            "bytes_accessed, output_bytes, persistent_bytes, cpu_only, layer, colocation");
+            "bytes_accessed, output_bytes, persistent_bytes, cpu_only, layer, colocation, measured_s");
   EXPECT_EQ(graph_error(doc(abc_with(0, "7"), {})), "g.json:5: /ops/0 = 7: must be an object");
 }
 
@@ -547,6 +548,76 @@ TEST(GraphJsonWrite, WritesOneOpPerLineWithEveryField) {
             "    {\"src\": \"a\", \"dst\": \"b\", \"bytes\": 24, \"control\": false}\n"
             "  ]\n"
             "}\n");
+}
+
+// A version-2 document with op "a" on line 5 and op "b" on line 6 carrying `measured` as its
+// measured_s.
+std::string measured_doc(const std::string& measured, int version = 2) {
+  return "{\n  \"format\": \"placelab-graph\",\n  \"version\": " + std::to_string(version) +
+         ",\n  \"ops\": [\n    {\"name\": \"a\", \"type\": \"MatMul\"},\n    {\"name\": \"b\", \"type\": \"NoOp\", "
+         "\"measured_s\": " + measured + "}\n  ]\n}\n";
+}
+
+TEST(GraphJsonMeasured, ReadsMeasuredTimesSortedByKey) {
+  OpGraph g = parse_graph_json(measured_doc(R"({"gpu:1": 0.0011, "gpu": 0.0012, "cpu": 4e-3, "node0/gpu:0": 0})"), "m.json");
+  EXPECT_TRUE(g.op(0).measured_s.empty());
+  EXPECT_EQ(g.op(1).measured_s, (std::vector<MeasuredTime>{{"cpu", 4e-3}, {"gpu", 0.0012}, {"gpu:1", 0.0011},
+                                                           {"node0/gpu:0", 0}}));
+}
+
+TEST(GraphJsonMeasured, RoundTripsAndWritesVersion2OnlyWhenUsed) {
+  OpGraph g = parse_graph_json(measured_doc(R"({"gpu": 0.0012, "gpu:1": 1.1e-3})"), "m.json");
+  std::string text = written(g, "m");
+  EXPECT_NE(text.find("\"version\": 2,"), std::string::npos);
+  EXPECT_NE(text.find("\"colocation\": \"\", \"measured_s\": {\"gpu\": 0.0012, \"gpu:1\": 0.0011}}"), std::string::npos)
+      << text;
+  // Ops without measured times write no measured_s key.
+  EXPECT_EQ(text.find("measured_s"), text.rfind("measured_s"));
+  OpGraph back = parse_graph_json(text, "written");
+  expect_same_graph(g, back);
+  EXPECT_EQ(written(back, "m"), text);
+  // Without measured times the file stays version 1, readable by older readers.
+  g.op(1).measured_s.clear();
+  EXPECT_NE(written(g, "m").find("\"version\": 1,"), std::string::npos);
+}
+
+TEST(GraphJsonMeasured, ErrorsNameTheOpKeyAndRule) {
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu": 0.001})", 1)),
+            "g.json:6: /ops/1/measured_s: needs \"version\": 2 (version 1 files have no measured times)");
+  EXPECT_EQ(graph_error(measured_doc("[0.001]")), "g.json:6: /ops/1/measured_s = [0.001]: must be an object");
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu": -0.5})")), "g.json:6: /ops/1/measured_s/gpu = -0.5: must be >= 0");
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu": "1ms"})")),
+            "g.json:6: /ops/1/measured_s/gpu = \"1ms\": must be a number (seconds)");
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu": 1e400})")), "g.json:6: /ops/1/measured_s/gpu = 1e400: must be finite");
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu": 90000})")),
+            "g.json:6: /ops/1/measured_s/gpu = 90000: must be <= 86400 (one day, in seconds)");
+  EXPECT_EQ(graph_error(measured_doc(R"({"": 1})")),
+            "g.json:6: /ops/1/measured_s/: device key \"\": must not be empty; use a device kind (cpu, gpu) or a "
+            "device name of the machine");
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu 0": 1})")),
+            "g.json:6: /ops/1/measured_s/gpu 0: device key \"gpu 0\": must be a device kind (cpu, gpu) or a device "
+            "name, without whitespace or control characters");
+  EXPECT_EQ(graph_error(measured_doc(R"({"gpu": 1, "gpu": 2})")),
+            "g.json:6: /ops/1/measured_s/gpu: repeated key: each key may appear once in an object");
+}
+
+TEST(GraphJsonMeasured, CanonicalMeasuredTimesSortAndCheck) {
+  EXPECT_EQ(canonical_measured_times({{"gpu:1", 2}, {"cpu", 1}}, "x"),
+            (std::vector<MeasuredTime>{{"cpu", 1}, {"gpu:1", 2}}));
+  auto error = [](std::vector<MeasuredTime> t) {
+    try {
+      canonical_measured_times(std::move(t), "x");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error({{"gpu", std::nan("")}}), "op \"x\": measured time for device key \"gpu\" = nan: must be finite");
+  EXPECT_EQ(error({{"gpu", -1}}), "op \"x\": measured time for device key \"gpu\" = -1: must be >= 0");
+  EXPECT_EQ(error({{"gpu", 1}, {"gpu", 2}}),
+            "op \"x\": measured time for device key \"gpu\": repeated key: each device key may appear once");
+  EXPECT_EQ(measured_time_problem(0), "");
+  EXPECT_EQ(measured_key_problem("cpu"), "");
 }
 
 TEST(GraphJsonWrite, EmptyGraphRoundTrips) {

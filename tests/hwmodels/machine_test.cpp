@@ -150,7 +150,7 @@ TEST(MachineRoute, TransferTimeIsLatencyPlusBytesOverBottleneck) {
   Machine m = two_k80_boards();
   struct Fixed : CostModel {
     explicit Fixed(const Machine& machine) : CostModel(machine) {}
-    double op_time_s(const Op&, DeviceId) const override { return 0; }
+    double model_op_time_s(const Op&, DeviceId) const override { return 0; }
     std::string describe() const override { return "fixed"; }
   } cost(m);
   EXPECT_DOUBLE_EQ(cost.transfer_time_s(11'000'000, 1, 3), 8e-6 + 1e-3);

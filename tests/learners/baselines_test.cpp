@@ -109,6 +109,21 @@ TEST(Heft, BeatsRoundRobinOnForkJoin) {
   EXPECT_GE(gpus_used(g, m, heft).size(), 2u);  // the chains run in parallel
 }
 
+TEST(Heft, SeesTheGraphsMeasuredTimes) {
+  const Machine m = testing::toy_machine(4);  // cpu:0, gpu:0..3, alike by the model
+  const testing::FlopsCostModel cost(m);
+  OpGraph g;
+  // 1 ms on any GPU by the model; measured: 1 s on a GPU, 0.1 ms on gpu:2 (device 3).
+  g.add_op({.name = "a", .type = "MatMul", .flops = 1e10, .measured_s = {{"gpu", 1.0}, {"gpu:2", 1e-4}}});
+  g.add_op({.name = "b", .type = "Relu", .flops = 1e10});
+  g.add_edge(0, 1, {.bytes = 4});
+  const Placement heft = heft_placement(g, cost);
+  EXPECT_EQ(heft[0], 3u);
+  EXPECT_EQ(heft[1], 3u);  // b follows a rather than wait for a copy
+  const Simulator sim(g, cost);
+  EXPECT_DOUBLE_EQ(sim.simulate(heft).step_time_s, 1e-4 + 1e-3);
+}
+
 TEST(Heft, KeepsAChainWithItsVariablesOnOneGpu) {
   // One chain whose ops each read their own variable: compute is cheap and tensors are large, so
   // every split only adds transfers. HEFT must not scatter the (source) variables over idle GPUs

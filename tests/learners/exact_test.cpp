@@ -49,6 +49,23 @@ TEST(Exact, RunsTwoIndependentChainsInParallel) {
   EXPECT_NEAR(Simulator(g, cost).simulate(r.placement).step_time_s, 2e-3, 1e-9);
 }
 
+// Alike to the model, but the graph measured gpu:1 faster: the two GPUs are no longer symmetric, so
+// the relaxation may not pin the heaviest group to gpu:0, and its bound stays below the optimum.
+TEST(Exact, MeasuredTimesByDeviceNameBreakTheSymmetryOfAlikeGpus) {
+  OpGraph g;
+  g.add_op({.name = "a", .type = "MatMul", .kernel = KernelSignature::gemm(64, 64, 64),
+            .measured_s = {{"cpu", 1.0}, {"gpu", 1.0}, {"gpu:1", 1e-3}}});
+  const Machine m = testing::toy_machine(2);  // cpu:0, gpu:0, gpu:1: one analytic class of GPUs
+  const AnalyticCostModel cost(m);
+  ASSERT_EQ(cost.op_time_representative(2), 1u);
+  const ExactResult r = solve_exact(g, cost, Grouping(std::vector<GroupId>{0}), {.time_limit_s = 10});
+  ASSERT_EQ(r.status, ExactStatus::kOptimal) << r.summary();
+  EXPECT_EQ(r.placement[0], 2u);
+  EXPECT_NEAR(r.objective_s, 1e-3, 1e-9);
+  EXPECT_LE(r.group_bound_s, 1e-3 + 1e-9);
+  EXPECT_NEAR(Simulator(g, cost).simulate(r.placement).step_time_s, 1e-3, 1e-9);
+}
+
 TEST(Exact, KeepsAChainWithHeavyTensorsOnOneDevice) {
   OpGraph g;
   std::vector<GroupId> groups;

@@ -109,7 +109,7 @@ inline Machine toy_machine(int gpus) {
 class FlopsCostModel : public CostModel {
  public:
   explicit FlopsCostModel(const Machine& machine) : CostModel(machine) {}
-  double op_time_s(const Op& op, DeviceId device) const override { return op.flops / machine().devices[device].peak_flops; }
+  double model_op_time_s(const Op& op, DeviceId device) const override { return op.flops / machine().devices[device].peak_flops; }
   std::string describe() const override { return "flops / peak (test)"; }
 };
 

@@ -289,6 +289,15 @@ TEST(CalibratedCostModel, PrefersMeasuredThenFitThenAnalyticAndSaysWhich) {
   // cpu:1 has no measurements at all.
   EXPECT_EQ(cost.lookup(measured, 1).source, CostSource::kAnalytic);
   EXPECT_EQ(cost_source_name(CostSource::kClassFit), "fit");
+  // The graph's own measured time comes first: over the exact kernel time and a noop's overhead.
+  const Op mine{.name = "mine", .type = "MatMul", .kernel = measured, .measured_s = {{"cpu", 0.002}, {"cpu:0", 0.001}}};
+  EXPECT_EQ(cost.lookup(measured, 0).source, CostSource::kMeasured);  // the same kernel, without the op's time
+  EXPECT_EQ(cost.lookup(mine, 0).source, CostSource::kGraph);
+  EXPECT_EQ(cost.lookup(mine, 0).time_s, 0.001);
+  EXPECT_EQ(cost.op_time_s(mine, 1), 0.002);
+  nop.measured_s = {{"cpu", 0.0005}};
+  EXPECT_EQ(cost.lookup(nop, 0).source, CostSource::kGraph);
+  EXPECT_EQ(cost.lookup(nop, 0).time_s, 0.0005);
 
   // Transfers: the measured pair fit one way, the machine's route the other.
   EXPECT_DOUBLE_EQ(cost.transfer_time_s(6000, 0, 1), 3e-6 + 6000 / 6e9);
@@ -315,10 +324,10 @@ TEST(CalibratedCostModel, SummarizesCostSourcesByOpType) {
   EXPECT_EQ(s.per_op[0].source, CostSource::kMeasured);
   EXPECT_EQ(s.per_op[1].source, CostSource::kClassFit);
   EXPECT_EQ(s.per_op[2].source, CostSource::kAnalytic);
-  EXPECT_EQ(s.total.ops, (std::array<int64_t, 3>{1, 1, 2}));
+  EXPECT_EQ(s.total.ops, (std::array<int64_t, 4>{0, 1, 1, 2}));
   ASSERT_EQ(s.by_type.size(), 2u);
   const CostSourceRow& mm = s.by_type[0].op_type == "MatMul" ? s.by_type[0] : s.by_type[1];
-  EXPECT_EQ(mm.ops, (std::array<int64_t, 3>{1, 1, 1}));
+  EXPECT_EQ(mm.ops, (std::array<int64_t, 4>{0, 1, 1, 1}));
   double sum = 0;
   for (OpId v = 0; v < 4; ++v) sum += cost.op_time_s(g.op(v), on[v]);
   EXPECT_DOUBLE_EQ(s.total.total_time_s(), sum);
@@ -326,7 +335,7 @@ TEST(CalibratedCostModel, SummarizesCostSourcesByOpType) {
 
   AnalyticCostModel analytic(m);
   const CostSourceSummary a = summarize_cost_sources(g, analytic, on);
-  EXPECT_EQ(a.total.ops, (std::array<int64_t, 3>{0, 0, 4}));
+  EXPECT_EQ(a.total.ops, (std::array<int64_t, 4>{0, 0, 0, 4}));
 }
 
 // The leave-some-out check predicts held-out signatures from a fit of the others: exact for times

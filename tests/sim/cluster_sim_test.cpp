@@ -53,7 +53,7 @@ TEST(ClusterSim, ATensorBetweenNodesCrossesTheFabric) {
 class EveryDeviceCost : public CostModel {
  public:
   explicit EveryDeviceCost(const AnalyticCostModel& inner) : CostModel(inner.machine()), inner_(inner) {}
-  double op_time_s(const Op& op, DeviceId device) const override { return inner_.op_time_s(op, device); }
+  double model_op_time_s(const Op& op, DeviceId device) const override { return inner_.op_time_s(op, device); }
   std::string describe() const override { return "every device"; }
 
  private:

@@ -23,7 +23,7 @@ class FixedCostModel : public CostModel {
       : CostModel(machine), speed_(std::move(speed)) {
     speed_.resize(machine.num_devices(), 1.0);
   }
-  double op_time_s(const Op& op, DeviceId device) const override { return op.flops / speed_[device]; }
+  double model_op_time_s(const Op& op, DeviceId device) const override { return op.flops / speed_[device]; }
   std::string describe() const override { return "fixed test times"; }
 
  private:

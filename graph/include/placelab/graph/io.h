@@ -27,6 +27,18 @@ namespace placelab {
 // 2^50 (1 PiB), an op's flops at most 1e18; larger values are taken for unit mistakes.
 inline constexpr int64_t kMaxGraphBytes = int64_t{1} << 50;
 inline constexpr double kMaxOpFlops = 1e18;
+// A measured op time (Op::measured_s) is at most a day: a larger one is taken for a unit mistake.
+inline constexpr double kMaxMeasuredTime_s = 86400;
+
+// The rule a measured time's device key breaks, or "" when it is valid: a device kind ("cpu",
+// "gpu") or a device name — not empty, no whitespace or control characters. Whether a name is
+// one of the machine's is checked when a machine is known (check_measured_times, hwmodels).
+std::string measured_key_problem(std::string_view key);
+// The rule a measured time in seconds breaks ("must be finite", "must be >= 0", ...), or "".
+std::string measured_time_problem(double time_s);
+// Sorts `times` by key into Op::measured_s's canonical order; throws InputError naming `op_name`
+// and the key for a key or time the two functions above reject, or for a repeated key.
+std::vector<MeasuredTime> canonical_measured_times(std::vector<MeasuredTime> times, std::string_view op_name);
 
 // Parses a graph from JSON text; `origin` names the source in messages (a path, "<stdin>").
 // Rejects malformed JSON, repeated keys, unknown or missing fields, wrong types, unknown kernel
@@ -39,7 +51,8 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
                          int64_t* parameters = nullptr);
 // Reads a graph file; throws InputError when it cannot be read or is invalid (origin = the path).
 OpGraph read_graph_json(const std::filesystem::path& path, std::string* name = nullptr, int64_t* parameters = nullptr);
-// Writes `graph` as JSON to `out`: every field of every op (defaults included) in a fixed key
+// Writes `graph` as JSON to `out`: every field of every op (defaults included; "measured_s" only
+// when the op has measured times, and then the file is version 2, else version 1) in a fixed key
 // order, one op per line, ops in id order and edges in insertion order, numbers in their shortest
 // exact form. The output is a function of the graph, `name` and `parameters` only (written when
 // >= 0), and parse_graph_json reads it back to an identical graph. Throws Error, naming the op,

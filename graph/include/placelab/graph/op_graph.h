@@ -27,6 +27,15 @@ enum class Phase : uint8_t { kForward, kBackward, kUpdate, kOther };
 std::string_view phase_name(Phase phase);                       // "forward", …
 std::optional<Phase> phase_from_name(std::string_view name);    // inverse; nullopt if unknown
 
+// A time the user measured for an op (a profile of their own model): `device` is a device name
+// of the machine ("gpu:1") or a device kind ("cpu", "gpu"); a name wins over its kind. Cost
+// models answer it before anything else (CostModel::op_time_s).
+struct MeasuredTime {
+  std::string device;
+  double time_s = 0;  // one execution, launch overhead included; finite, >= 0
+  friend bool operator==(const MeasuredTime&, const MeasuredTime&) = default;
+};
+
 // One operation. Sizes are bytes, work is FP32 floating-point operations.
 struct Op {
   std::string name;                 // unique within the graph
@@ -40,6 +49,7 @@ struct Op {
   bool cpu_only = false;            // no GPU kernel: TF soft placement keeps it on a CPU
   int32_t layer = -1;               // model layer, for expert placements and layer grouping; -1 none
   std::string colocation;           // TF colocation key; ops sharing a key must share a device
+  std::vector<MeasuredTime> measured_s;  // by device key, sorted, keys unique; usually empty
 };
 
 // One edge: a tensor from producer to consumer, or a control dependency (no data).

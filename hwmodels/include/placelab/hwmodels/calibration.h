@@ -199,14 +199,18 @@ class CalibratedCostModel : public CostModel {
                       AnalyticCostModel::Options analytic = {});
   ~CalibratedCostModel() override;
 
-  double op_time_s(const Op& op, DeviceId device) const override;
   double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const override;
   std::string describe() const override;
-  // The time and which source gave it.
-  CostLookup lookup(const Op& op, DeviceId device) const override;
+  using CostModel::lookup;
+  // The time of a bare kernel signature (no op, so no measured time) and which source gave it.
   CostLookup lookup(const KernelSignature& sig, DeviceId device) const;
   // A calibrated device is its own; uncalibrated devices share the analytic model's classes.
   DeviceId op_time_representative(DeviceId device) const override;
+
+ protected:
+  double model_op_time_s(const Op& op, DeviceId device) const override;
+  // The time and which source gave it: measured kernel, class fit, or the analytic roofline.
+  CostLookup model_lookup(const Op& op, DeviceId device) const override;
 
  private:
   const Calibration* calibration_;

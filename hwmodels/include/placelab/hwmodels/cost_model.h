@@ -1,11 +1,13 @@
 // The cost model: how long an op takes on a device and how long a transfer takes between two
-// devices. The simulator asks it once per graph when it prepares; learners never see it.
+// devices. The simulator asks it once per graph when it prepares; learners never see it. An op's
+// own measured time (Op::measured_s, from the graph file) comes before every model's answer.
 // AnalyticCostModel is a roofline with per-kernel-class efficiency; calibrated models (from
 // measurements) derive from CostModel too.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,13 +20,23 @@ namespace placelab {
 
 // Where a predicted op time came from: a user comparing a prediction with a real run needs to
 // know which ops were measured and which were guessed from a fit or the roofline.
+// In order of precedence: a cost model answers the first that has a time.
 enum class CostSource : uint8_t {
-  kMeasured,  // the op's exact kernel signature was measured on the device
+  kGraph,     // the graph carries the user's measured time for the op (Op::measured_s)
+  kMeasured,  // the op's exact kernel signature was measured on the device (calibration)
   kClassFit,  // the device's fit for the op's kernel class
-  kAnalytic,  // neither: the analytic roofline
+  kAnalytic,  // none of these: the analytic roofline
 };
-inline constexpr int kNumCostSources = 3;
-std::string_view cost_source_name(CostSource source);  // "measured", "fit", "analytic"
+inline constexpr int kNumCostSources = 4;
+std::string_view cost_source_name(CostSource source);  // "graph", "measured", "fit", "analytic"
+
+// The op's measured time on `device` (Op::measured_s): the entry keyed by the device's name, else
+// the one keyed by its kind ("cpu", "gpu"), else nullopt.
+std::optional<double> measured_time_s(const Op& op, const Device& device);
+
+// Throws InputError when an op of `graph` has a measured time keyed by neither a device kind nor a
+// device name of `machine`, naming the op, the key and the valid names.
+void check_measured_times(const OpGraph& graph, const Machine& machine);
 
 struct CostLookup {
   double time_s = 0;  // launch overhead included, as CostModel::op_time_s
@@ -35,9 +47,11 @@ class CostModel {
  public:
   virtual ~CostModel() = default;
   // Seconds one execution of `op` takes on `device`, launch overhead included. Never negative.
-  virtual double op_time_s(const Op& op, DeviceId device) const = 0;
-  // The same time and its source. Models that measure nothing answer kAnalytic.
-  virtual CostLookup lookup(const Op& op, DeviceId device) const { return {op_time_s(op, device), CostSource::kAnalytic}; }
+  // The op's own measured time for the device (measured_time_s; noop ops too) wins over every
+  // model; else the model's answer (model_op_time_s).
+  double op_time_s(const Op& op, DeviceId device) const;
+  // The same time and its source: kGraph for a measured time of the op, else model_lookup's.
+  CostLookup lookup(const Op& op, DeviceId device) const;
   // Seconds a transfer of `bytes` (≥ 0; 0 still pays latency) from src to dst holds its route:
   // latency + bytes / bandwidth; 0 when src == dst.
   // The default uses the machine's route; calibrated models may override per device pair.
@@ -45,16 +59,28 @@ class CostModel {
   // A short description for reports ("analytic roofline", "calibrated: host.yaml").
   virtual std::string describe() const = 0;
   // The device whose op costs `device` shares: a device id ≤ `device`, of the same kind, for which
-  // op_time_s and lookup answer exactly as for `device` for every op; all devices of one such
-  // class name the same representative. The simulator prices each op once per representative, so
-  // a machine of 512 identical GPUs costs what one GPU does to prepare. The default promises
-  // nothing: every device is its own.
+  // model_op_time_s and model_lookup answer exactly as for `device` for every op; all devices of
+  // one such class name the same representative. Measured times keyed by a device name can tell
+  // two of them apart: op_time_representatives(graph) accounts for those. The simulator prices
+  // each op once per representative, so a machine of 512 identical GPUs costs what one GPU does to
+  // prepare. The default promises nothing: every device is its own.
   virtual DeviceId op_time_representative(DeviceId device) const { return device; }
+  // Per device, the representative for pricing the ops of `graph`: op_time_representative, except
+  // that a device some op names in a measured time is its own, and the others of its class
+  // share the first one no op names. A device id ≤ the device, of the same kind; every device
+  // maps to one that maps to itself.
+  std::vector<DeviceId> op_time_representatives(const OpGraph& graph) const;
 
   const Machine& machine() const { return *machine_; }
 
  protected:
   explicit CostModel(const Machine& machine) : machine_(&machine) {}
+  // The model's own time for `op` on `device` (no measured time of the op applies), as op_time_s.
+  virtual double model_op_time_s(const Op& op, DeviceId device) const = 0;
+  // The same time and its source. Models that measure nothing answer kAnalytic.
+  virtual CostLookup model_lookup(const Op& op, DeviceId device) const {
+    return {model_op_time_s(op, device), CostSource::kAnalytic};
+  }
 
  private:
   const Machine* machine_;  // not owned; must outlive the model
@@ -87,13 +113,15 @@ class AnalyticCostModel : public CostModel {
 
   // Validates `options` (InputError). `machine` must be finalised and outlive the model.
   explicit AnalyticCostModel(const Machine& machine, Options options = {});
-  // Requires device < machine().num_devices().
-  double op_time_s(const Op& op, DeviceId device) const override;
   std::string describe() const override { return "analytic roofline"; }
   // Devices with equal kind, peak_flops, memory_bandwidth_Bps, launch_overhead_s and efficiency
   // profile: the only fields op_time_s reads.
   DeviceId op_time_representative(DeviceId device) const override;
   const Options& options() const { return options_; }
+
+ protected:
+  // Requires device < machine().num_devices().
+  double model_op_time_s(const Op& op, DeviceId device) const override;
 
  private:
   Options options_;
@@ -106,8 +134,8 @@ struct CostSourceRow {
   std::string op_type;  // Op::type; "(all)" for the totals row
   std::array<int64_t, kNumCostSources> ops{};
   std::array<double, kNumCostSources> time_s{};
-  int64_t total_ops() const { return ops[0] + ops[1] + ops[2]; }
-  double total_time_s() const { return time_s[0] + time_s[1] + time_s[2]; }
+  int64_t total_ops() const { return ops[0] + ops[1] + ops[2] + ops[3]; }
+  double total_time_s() const { return time_s[0] + time_s[1] + time_s[2] + time_s[3]; }
 };
 struct CostSourceSummary {
   CostSourceRow total;

@@ -110,7 +110,9 @@ class Simulator {
   // Prepares the flat representation (CSR adjacency, op times per cost class, route table). The
   // graph must be acyclic (throws InputError naming a cycle otherwise). `cost` and its machine
   // must outlive the Simulator; the graph need not (everything needed is copied). Op times are
-  // asked once here, for each op on each CostModel::op_time_representative device. Transfer times are tabulated per device pair as latency + bytes × s/byte
+  // asked once here, for each op on each CostModel::op_time_representatives(graph) device (an op's
+  // measured time, Op::measured_s, wins over the model). Throws InputError naming the op and key
+  // for a measured time keyed by a device name the machine lacks. Transfer times are tabulated per device pair as latency + bytes × s/byte
   // when CostModel::transfer_time_s is affine in bytes for that pair (checked here at probe
   // sizes); otherwise it is asked during simulate(), from several threads in simulate_batch, so
   // it must be safe to call concurrently (it is const).
@@ -139,8 +141,9 @@ class Simulator {
   DeviceId effective_device(OpId op, DeviceId device) const;
   // Seconds `op` takes on `device`, as the cost model answered when the Simulator was built.
   double op_time_s(OpId op, DeviceId device) const;
-  // The device whose op times `device` shares (CostModel::op_time_representative): the one the
-  // cost model was asked for. Devices with one representative have one kind and equal op_time_s.
+  // The device whose op times `device` shares (CostModel::op_time_representatives of the graph, so
+  // a device an op's measured time names is its own): the one the cost model was asked for.
+  // Devices with one representative have one kind and equal op_time_s.
   DeviceId op_time_representative(DeviceId device) const;
 
  private:
