@@ -78,24 +78,6 @@ pid_t spawn_placelab(const std::vector<std::string>& args, const fs::path& log) 
   return pid;
 }
 
-std::vector<uint64_t> sweep_seeds(const Scenario& s, std::optional<int> seeds) {
-  if (!seeds) return s.seeds;
-  std::vector<uint64_t> want;
-  for (int i = 1; i <= *seeds; ++i) want.push_back(static_cast<uint64_t>(i));
-  return want;
-}
-
-bool scenario_finished(const Scenario& s, const std::vector<uint64_t>& seeds) {
-  const fs::path summary = s.output / "summary.json";
-  if (!fs::exists(summary)) return false;
-  std::ifstream in(summary);
-  const json j = json::parse(in, nullptr, false);
-  // Finished with these seeds by this scenario as it is now (an edited one runs again, with
-  // --resume keeping each run whose own fingerprint still matches).
-  return !j.is_discarded() && j.is_object() &&
-         j.value("fingerprint", std::string()) == summary_fingerprint(scenario_fingerprint(s), s, seeds);
-}
-
 ChildEnd child_end(int status) {
   if (WIFEXITED(status)) {
     if (WEXITSTATUS(status) == 0) return ChildEnd::kFinished;
@@ -103,56 +85,6 @@ ChildEnd child_end(int status) {
   }
   if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM)) return ChildEnd::kStopped;
   return ChildEnd::kKilled;
-}
-
-namespace {
-
-std::string cell(const json& res) {
-  if (!res.contains("mean_s")) return res.value("oom", false) ? "OOM" : "n/a";
-  std::string c = fmt::format("{:.4f}", res["mean_s"].get<double>());
-  if (res["runs"].size() > 1) c += fmt::format(" ± {:.4f}", res["std_s"].get<double>());
-  return c;
-}
-
-}  // namespace
-
-void write_sweep_tables(const fs::path& dir, const std::string& name, const std::vector<Scenario>& scenarios) {
-  std::vector<std::string> columns;
-  std::vector<std::pair<std::string, json>> summaries;
-  for (const Scenario& s : scenarios) {
-    std::ifstream in(s.output / "summary.json");
-    json j = json::parse(in, nullptr, false);
-    if (j.is_discarded()) continue;
-    for (const json& r : j["results"])
-      if (std::find(columns.begin(), columns.end(), r["name"]) == columns.end()) columns.push_back(r["name"]);
-    summaries.emplace_back(s.name, j);
-  }
-  std::ostringstream md, csv;
-  md << "# Sweep " << name << "\n\nSeconds per step (simulated), mean ± std over seeds.\n\n| scenario | model | machine |";
-  csv << "scenario,model,machine";
-  for (const auto& c : columns) md << " " << c << " |", csv << "," << c << "_mean_s," << c << "_std_s";
-  md << "\n|---|---|---|";
-  for (std::size_t i = 0; i < columns.size(); ++i) md << "---|";
-  md << "\n";
-  csv << "\n";
-  for (const auto& [sname, j] : summaries) {
-    md << "| " << sname << " | `" << j["model"].get<std::string>() << "` | " << j["machine"].get<std::string>() << " |";
-    csv << sname << ",\"" << j["model"].get<std::string>() << "\"," << j["machine"].get<std::string>();
-    for (const auto& c : columns) {
-      const json* res = nullptr;
-      for (const json& r : j["results"])
-        if (r["name"] == c) res = &r;
-      md << " " << (res ? cell(*res) : "") << " |";
-      csv << "," << (res && res->contains("mean_s") ? fmt::format("{:.9g}", (*res)["mean_s"].get<double>()) : "") << ","
-          << (res && res->contains("std_s") ? fmt::format("{:.9g}", (*res)["std_s"].get<double>()) : "");
-    }
-    md << "\n";
-    csv << "\n";
-  }
-  write_file_atomically(dir / "summary.md", md.str());
-  write_file_atomically(dir / "summary.csv", csv.str());
-  std::cout << "\n" << md.str() << "\nwritten: " << (dir / "summary.md").string() << ", " << (dir / "summary.csv").string()
-            << "\n";
 }
 
 namespace {

@@ -37,6 +37,7 @@ from ._placelab import (
     machines,
     models,
     run,
+    sweep,
 )
 from .env import Box, Discrete, MultiDiscrete, PlacementBanditEnv, PlacementEnv
 from .frameworks import apply_module_map, torch_device
@@ -67,5 +68,6 @@ __all__ = [
     "machines",
     "models",
     "run",
+    "sweep",
     "torch_device",
 ]

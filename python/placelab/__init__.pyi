@@ -1,7 +1,7 @@
 # Type stubs for placelab (the compiled placelab._placelab, placelab.env and placelab.frameworks). docs/python.md.
 from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -146,5 +146,11 @@ def run(
     output: _Path | None = None,
     seeds: int | None = None,
     resume: bool = False,
+    progress: bool = False,
+) -> Path: ...
+def sweep(
+    scenarios: Sequence[_Path],
+    seeds: int | None = None,
+    name: str = "sweep",
     progress: bool = False,
 ) -> Path: ...

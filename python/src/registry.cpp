@@ -18,6 +18,7 @@
 #include "placelab/models/zoo.h"
 #include "run.h"
 #include "scenario.h"
+#include "sweep.h"
 
 namespace placelab::python {
 namespace {
@@ -172,6 +173,36 @@ std::filesystem::path run(const std::filesystem::path& scenario, const std::opti
   return outcome.folder;
 }
 
+// `placelab sweep` in this process: the scenarios one after another (a Python host cannot start
+// itself as `placelab` workers), finished ones skipped, the same summary tables.
+std::filesystem::path sweep(const std::vector<std::filesystem::path>& files, std::optional<int> seeds,
+                            const std::string& name, bool progress) {
+  std::vector<cli::Scenario> scenarios;
+  for (const auto& f : files) scenarios.push_back(cli::read_scenario(f));  // all validated before anything runs
+  const std::filesystem::path dir = std::filesystem::path("results") / ("sweep-" + name);
+  for (const cli::Scenario& s : scenarios) {
+    if (cli::scenario_finished(s, cli::sweep_seeds(s, seeds))) continue;
+    cli::RunOptions o;
+    o.seeds = seeds;
+    o.resume = true;
+    o.progress = progress;
+    cli::RunOutcome outcome;
+    {
+      py::gil_scoped_release release;
+      const SignalGuard guard;
+      outcome = cli::run_scenario(s, o);
+    }
+    if (outcome.stopped) {
+      std::string msg = "placelab.sweep stopped by a signal in " + s.name + "; the same call resumes it";
+      PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+      throw py::error_already_set();
+    }
+  }
+  std::filesystem::create_directories(dir);
+  cli::write_sweep_tables(dir, name, scenarios);
+  return dir;
+}
+
 }  // namespace
 
 void bind_registry(py::module_& m) {
@@ -230,6 +261,13 @@ void bind_registry(py::module_& m) {
         "folder, `seeds` N runs seeds 1..N, `resume` continues a stopped run, `progress` draws the progress "
         "bar on stderr. Raises InputError for a bad scenario; KeyboardInterrupt when Ctrl-C stopped it "
         "(checkpoints written).");
+  m.def("sweep", &sweep, py::arg("scenarios"), py::arg("seeds") = py::none(), py::arg("name") = "sweep",
+        py::arg("progress") = false,
+        "Runs scenario files as `placelab sweep` does, one after another in this process (the command line "
+        "runs them side by side in worker processes: use it, or mpirun, for parallel sweeps). Every file is "
+        "validated first; a scenario already finished with these seeds is skipped, a stopped one resumes. "
+        "Writes results/sweep-<name>/summary.md and .csv (relative to the working directory) and returns that "
+        "folder. `seeds` N runs seeds 1..N of every scenario.");
 }
 
 }  // namespace placelab::python

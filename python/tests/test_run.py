@@ -37,3 +37,33 @@ def test_run_rejects_a_bad_scenario(tmp_path):
         assert "bad.yaml:3" in str(e)
     else:
         raise AssertionError("expected InputError")
+
+
+def test_sweep_runs_each_scenario_once_and_writes_the_table(tmp_path, monkeypatch):
+    from conftest import SOURCE_DIR
+
+    monkeypatch.chdir(tmp_path)  # results/sweep-<name>/ is relative to the working directory
+    files = []
+    for name, learner in (("tiny-a", "reinforce"), ("tiny-b", "post")):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(
+            f"name: {name}\n"
+            f"graph: {SOURCE_DIR / 'scenarios' / 'graphs' / 'quickstart.json'}\n"
+            "machine: k80x4\n"
+            "devices: gpus\n"
+            "grouping: scope_units\n"
+            "samples: 24\n"
+            "batch: 12\n"
+            f"output: {tmp_path / name}\n"
+            "learners:\n"
+            f"  {learner}: {{}}\n"
+            "baselines: [single_gpu]\n")
+        files.append(f)
+    folder = pl.sweep(files, seeds=2, name="t")
+    assert folder.name == "sweep-t"
+    table = (tmp_path / "results" / "sweep-t" / "summary.csv").read_text().splitlines()
+    assert table[0].startswith("scenario,model,machine")
+    assert [row.split(",")[0] for row in table[1:]] == ["tiny-a", "tiny-b"]
+    first = (tmp_path / "tiny-a" / "summary.json").stat().st_mtime_ns
+    pl.sweep(files, seeds=2, name="t")  # finished: skipped, the table written again
+    assert (tmp_path / "tiny-a" / "summary.json").stat().st_mtime_ns == first
