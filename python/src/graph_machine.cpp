@@ -60,9 +60,11 @@ py::array_t<int32_t> placement_array(std::span<const DeviceId> placement) {
 
 namespace {
 
-GraphPtr graph_from_onnx(const std::filesystem::path& path, int64_t batch, const std::string& optimizer) {
+GraphPtr graph_from_onnx(const std::filesystem::path& path, int64_t batch, const std::string& optimizer,
+                         const std::map<std::string, int64_t>& dims) {
   models::OnnxImportOptions options;
   options.batch = batch;
+  options.dim_values = dims;
   auto opt = models::optimizer_from_name(optimizer);
   if (!opt) {
     std::string msg = "optimizer = ";
@@ -145,8 +147,10 @@ void bind_graph_machine(py::module_& m) {
           },
           py::arg("path"), "A graph JSON file (docs/formats.md). Raises InputError naming file:line and field.")
       .def_static("from_onnx", &graph_from_onnx, py::arg("path"), py::arg("batch") = 0, py::arg("optimizer") = "sgd",
+                  py::arg("dims") = std::map<std::string, int64_t>{},
                   "An ONNX model imported as a training graph (docs/onnx.md): `batch` examples per step (0 keeps "
-                  "the file's), optimizer sgd | momentum | rmsprop | adam.")
+                  "the file's), optimizer sgd | momentum | rmsprop | adam, `dims` the sizes of symbolic dimensions "
+                  "by name (as `placelab import --dim NAME=SIZE`), e.g. {\"sequence\": 128}.")
       .def_property_readonly("num_ops", [](const cli::GraphSource& g) { return g.graph.num_ops(); }, "Number of ops.")
       .def_property_readonly("num_edges", [](const cli::GraphSource& g) { return g.graph.num_edges(); },
                              "Number of edges (data and control).")
