@@ -60,6 +60,13 @@ py::array_t<int32_t> placement_array(std::span<const DeviceId> placement) {
 
 namespace {
 
+// Throws InputError unless `op` is an op of `graph` and `device` a device of `machine`.
+void check_op_and_device(const OpGraph& graph, const Machine& machine, OpId op, DeviceId device) {
+  if (op >= graph.num_ops()) throw InputError("op = " + std::to_string(op) + ": must be < " + std::to_string(graph.num_ops()));
+  if (device >= machine.num_devices())
+    throw InputError("device = " + std::to_string(device) + ": must be < " + std::to_string(machine.num_devices()));
+}
+
 GraphPtr graph_from_onnx(const std::filesystem::path& path, int64_t batch, const std::string& optimizer,
                          const std::map<std::string, int64_t>& dims) {
   models::OnnxImportOptions options;
@@ -241,6 +248,28 @@ void bind_graph_machine(py::module_& m) {
                              "True for a calibrated machine file.")
       .def_property_readonly("cost_model", [](const MachineSource& s) { return s.cost->describe(); },
                              "The cost model in words.")
+      .def(
+          "op_cost",
+          [](const MachineSource& s, const GraphPtr& g, OpId op, DeviceId device) {
+            check_op_and_device(g->graph, s.machine, op, device);
+            const CostLookup c = s.cost->lookup(g->graph.op(op), device);
+            return py::make_tuple(c.time_s, std::string(cost_source_name(c.source)));
+          },
+          py::arg("graph"), py::arg("op"), py::arg("device"),
+          "(seconds, source) of one execution of op `op` of `graph` on device `device` under this machine's cost "
+          "model, launch overhead included; source is \"graph\" (a measured time in the graph), \"measured\" "
+          "(a calibration's exact kernel), \"fit\" or \"analytic\" (docs/calibration.md).")
+      .def(
+          "transfer_time_s",
+          [](const MachineSource& s, int64_t bytes, DeviceId src, DeviceId dst) {
+            if (bytes < 0) throw InputError("bytes = " + std::to_string(bytes) + ": must be >= 0");
+            if (src >= s.machine.num_devices() || dst >= s.machine.num_devices())
+              throw InputError("device: must be a device id < " + std::to_string(s.machine.num_devices()));
+            return s.cost->transfer_time_s(bytes, src, dst);
+          },
+          py::arg("bytes"), py::arg("src"), py::arg("dst"),
+          "Seconds a copy of `bytes` from device `src` to `dst` holds its route under this machine's cost model "
+          "(0 when src == dst).")
       .def("__repr__", [](const MachineSource& s) {
         std::string r = "<placelab.Machine ";
         r += s.machine.name;
