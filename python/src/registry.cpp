@@ -149,6 +149,19 @@ class SignalGuard {
   struct sigaction term_ {};
 };
 
+// One scenario run without the GIL, Python's signal handlers restored after it.
+cli::RunOutcome run_released(const cli::Scenario& s, const cli::RunOptions& o) {
+  py::gil_scoped_release release;
+  const SignalGuard guard;
+  return cli::run_scenario(s, o);
+}
+
+// A run stopped by Ctrl-C (its checkpoints written) ends the Python call with KeyboardInterrupt.
+[[noreturn]] void raise_stopped(const std::string& message) {
+  PyErr_SetString(PyExc_KeyboardInterrupt, message.c_str());
+  throw py::error_already_set();
+}
+
 std::filesystem::path run(const std::filesystem::path& scenario, const std::optional<std::filesystem::path>& output,
                           std::optional<int> seeds, bool resume, bool progress) {
   const cli::Scenario s = cli::read_scenario(scenario);
@@ -157,19 +170,10 @@ std::filesystem::path run(const std::filesystem::path& scenario, const std::opti
   o.resume = resume;
   if (output) o.output = *output;
   o.progress = progress;
-  cli::RunOutcome outcome;
-  {
-    py::gil_scoped_release release;
-    const SignalGuard guard;
-    outcome = cli::run_scenario(s, o);
-  }
-  if (outcome.stopped) {
-    std::string msg = "placelab.run stopped by a signal; its checkpoints are in ";
-    msg += outcome.folder.string();
-    msg += ": continue with resume=True";
-    PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
-    throw py::error_already_set();
-  }
+  const cli::RunOutcome outcome = run_released(s, o);
+  if (outcome.stopped)
+    raise_stopped("placelab.run stopped by a signal; its checkpoints are in " + outcome.folder.string() +
+                  ": continue with resume=True");
   return outcome.folder;
 }
 
@@ -186,17 +190,8 @@ std::filesystem::path sweep(const std::vector<std::filesystem::path>& files, std
     o.seeds = seeds;
     o.resume = true;
     o.progress = progress;
-    cli::RunOutcome outcome;
-    {
-      py::gil_scoped_release release;
-      const SignalGuard guard;
-      outcome = cli::run_scenario(s, o);
-    }
-    if (outcome.stopped) {
-      std::string msg = "placelab.sweep stopped by a signal in " + s.name + "; the same call resumes it";
-      PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
-      throw py::error_already_set();
-    }
+    if (run_released(s, o).stopped)
+      raise_stopped("placelab.sweep stopped by a signal in " + s.name + "; the same call resumes it");
   }
   std::filesystem::create_directories(dir);
   cli::write_sweep_tables(dir, name, scenarios);
