@@ -49,10 +49,9 @@ Grouping make_scenario_grouping(const Scenario& s, const OpGraph& g, uint64_t se
 
 // The learned grouping of the best placement (hierarchical, eagle), ops and all: its non-empty
 // groups, largest first, each named by the deepest scope holding 80 % of its ops (problem.h) with
-// its op count, FLOPs and device. `learned` maps the scenario's groups of `seed` to learned groups.
-json learned_grouping_json(const Scenario& s, const OpGraph& g, uint64_t seed, const Placement& placement,
+// its op count, FLOPs and device. `learned` maps the scenario's groups (`units`) to learned groups.
+json learned_grouping_json(const OpGraph& g, const Grouping& units, const Placement& placement,
                            std::span<const uint32_t> learned, const Machine& machine) {
-  const Grouping units = make_scenario_grouping(s, g, seed);
   const Grouping ops = compose_grouping(units, learned);
   const PlacementProblem p = describe_problem(g, ops);
   const std::vector<std::vector<OpId>> members = ops.members();
@@ -280,17 +279,22 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   // Baselines: simulated once per seed (the randomised ones differ by seed). Those that fit are
   // starts for search learners (LearnerContext::best_baseline, below).
   std::map<uint64_t, std::vector<Placement>> baseline_placements;
-  std::map<uint64_t, Grouping> groupings;  // the scenario's grouping per seed, for baselines that place groups (exact)
+  // The scenario's grouping of each seed, made once: baselines that place groups (exact) and every
+  // learner of that seed use it.
+  std::map<uint64_t, Grouping> groupings;
+  auto grouping_of = [&](uint64_t seed) -> const Grouping& {
+    auto it = groupings.find(seed);
+    if (it == groupings.end()) it = groupings.emplace(seed, make_scenario_grouping(s, g, seed)).first;
+    return it->second;
+  };
   for (const std::string& b : s.baselines) {
     json runs = json::array();
     std::vector<double> times;
     for (uint64_t seed : seeds) {
       json r = {{"seed", seed}};
       try {
-        auto grouping = groupings.find(seed);
-        if (grouping == groupings.end()) grouping = groupings.emplace(seed, make_scenario_grouping(s, g, seed)).first;
         std::string note;
-        Placement p = resolve_placement(b, src, *ms, seed, &grouping->second, &note);
+        Placement p = resolve_placement(b, src, *ms, seed, &grouping_of(seed), &note);
         if (!note.empty()) r["note"] = note;
         SimResult res = sim.simulate(p);
         r["step_time_s"] = res.step_time_s;
@@ -343,7 +347,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
       if (kept) {
         if (opt.progress) fmt::print(stderr, "{:<22} already finished, kept\n", tag);
       } else {
-        Grouping grouping = make_scenario_grouping(s, g, seed);
+        const Grouping& grouping = grouping_of(seed);
         const LearnerEntry* entry = find_learner(ls.config.name);
         // What the learner places: the scenario's groups, or single ops for a learner that refines
         // them (critpath: the groups are moves it makes whole, beside moves of single ops).
@@ -510,7 +514,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};
   if (!best.learned_grouping.empty()) {
     // best_grouping.json has every op's learned group; summary.json the groups, largest first.
-    json lg = learned_grouping_json(s, g, best.seed, best.placement, best.learned_grouping, machine);
+    json lg = learned_grouping_json(g, grouping_of(best.seed), best.placement, best.learned_grouping, machine);
     write_file_atomically(out / "best_grouping.json", json{{"learner", best.name}, {"seed", best.seed}, {"grouping", lg}}.dump() + "\n");
     lg.erase("group_of_op");
     summary["best"]["learned_grouping"] = lg;
