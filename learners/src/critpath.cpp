@@ -54,8 +54,14 @@ CritpathLearner::CritpathLearner(SearchSpace space, CritpathOptions options, uin
     }
   }
   best_ = current_;
+  measure_current();
+}
+
+void CritpathLearner::measure_current() {
   queue_ = {Candidate{}};
+  next_ = 0;
   step_end_ = 1;
+  pending_ = true;
 }
 
 Placement CritpathLearner::apply(const Candidate& c) const {
@@ -118,10 +124,7 @@ void CritpathLearner::observe(std::span<const Placement> group_placements, std::
     // Half the budget spent from the first start: the second half searches from the other one.
     current_ = std::move(second_start_);
     second_start_.clear();
-    queue_ = {Candidate{}};
-    next_ = 0;
-    step_end_ = 1;
-    pending_ = true;
+    measure_current();
   } else if (pending_) {
     pending_ = false;
     plan_round();
@@ -207,12 +210,15 @@ void CritpathLearner::plan_round() {
   };
 
   // Scores by move; a move's key orders ties: whole groups before ops, then id, then device.
-  std::map<std::tuple<bool, uint32_t, DeviceId>, double> score;
+  // Keyed (single op?, id, device): on equal scores whole-group moves come first.
+  using MoveKey = std::tuple<bool, uint32_t, DeviceId>;
+  auto key = [](const Move& m) { return MoveKey{!m.whole_group, m.id, m.device}; };
+  std::map<MoveKey, double> score;
   auto suggest = [&](OpId op, DeviceId d, double gain) {
     if (space_index[d] < 0 || gain <= 0) return;
-    const GroupId g = grouping_->group_of(op);
-    if (changes(Move{true, g, d})) score[{false, g, d}] += gain;  // key false: sorts first
-    if (options_.op_moves && current_[op] != d) score[{true, op, d}] += gain;
+    const Move group_move{true, grouping_->group_of(op), d}, op_move{false, op, d};
+    if (changes(group_move)) score[key(group_move)] += gain;
+    if (options_.op_moves && changes(op_move)) score[key(op_move)] += gain;
   };
   for (std::size_t i = 0; i < path.size(); ++i) {
     const TimelineEvent& e = ev[path[i].event];
@@ -236,14 +242,14 @@ void CritpathLearner::plan_round() {
   // The path's best `candidates` moves, most promising first (ties in key order), then every other
   // whole-group move in a seeded random order: the pass ends at the first improvement it finds.
   std::vector<std::pair<double, Move>> ranked;
-  for (const auto& [key, s] : score) ranked.push_back({s, Move{!std::get<0>(key), std::get<1>(key), std::get<2>(key)}});
+  for (const auto& [k, s] : score) ranked.push_back({s, Move{!std::get<0>(k), std::get<1>(k), std::get<2>(k)}});
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   if (ranked.size() > static_cast<std::size_t>(options_.candidates))
     ranked.resize(static_cast<std::size_t>(options_.candidates));
   std::vector<Move> rest;
   for (GroupId g = 0; g < grouping_->num_groups(); ++g)
     for (DeviceId d : space_.devices)
-      if (!score.contains({false, g, d}) && changes(Move{true, g, d})) rest.push_back({true, g, d});
+      if (const Move m{true, g, d}; !score.contains(key(m)) && changes(m)) rest.push_back(m);
   for (std::size_t i = rest.size(); i > 1; --i) std::swap(rest[i - 1], rest[rng_() % i]);
   for (const Move& m : rest) ranked.push_back({0.0, m});
   if (ranked.empty()) {
@@ -289,10 +295,7 @@ void CritpathLearner::plan_kick() {
       const DeviceId to = space_.devices[(here + 1 + rng_() % (nd - 1)) % nd];
       for (OpId op : members_[g]) current_[op] = to;
     }
-  queue_ = {Candidate{}};
-  next_ = 0;
-  step_end_ = 1;
-  pending_ = true;
+  measure_current();
 }
 
 namespace {

@@ -84,6 +84,8 @@ class CritpathLearner final : public Learner {
   void plan_round();
   // The pairs of the last round's best options_.pair_from moves; false when there are none.
   bool plan_pairs();
+  // Makes the queue current_ alone, to be measured before the search goes on from it.
+  void measure_current();
   // Restarts from the best placement with options_.kick groups moved at random; measured first.
   void plan_kick();
 
