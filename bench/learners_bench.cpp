@@ -19,6 +19,7 @@
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Seq2SeqSample
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter='BM_Grouper|BM_MergeUnits'
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_LearnedGroupingSample
+//   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_AttentionDecode
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/grouper.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/learners/nn/layers.h"
 #include "placelab/learners/problem.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
@@ -211,6 +213,42 @@ BENCHMARK_CAPTURE(BM_SmallProduct, W_h_multiply, false, false)->Unit(benchmark::
 BENCHMARK_CAPTURE(BM_SmallProduct, W_h_eigen, false, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SmallProduct, Wt_dP_multiply, true, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SmallProduct, Wt_dP_eigen, true, true)->Unit(benchmark::kMicrosecond);
+
+// EAGLE's attention over one minibatch's decode: 10 placements, each its own memory of 256 groups
+// (hidden 512), one query per decoder step — the S² · A tanh of the forward and of its backward.
+// own_memory:0 gives all ten one shared memory (it stays in cache): the difference is what the
+// ten memories cost in memory traffic, the rest is the tanh arithmetic.
+void BM_AttentionDecode(benchmark::State& state) {
+  const nn::Index H = 512, S = 256, B = 10;
+  Rng rng(5);
+  nn::Attention<float> attention("attention", H, H, H);
+  attention.init(rng);
+  const nn::Index memories = state.range(1) != 0 ? B : 1;
+  nn::Matrix<float> M(H, S * memories), Q(H, B), probs(S, B), context(H, B), dcontext(H, B), dQ(H, B), dM;
+  nn::glorot_uniform(M, rng);
+  nn::glorot_uniform(Q, rng);
+  nn::glorot_uniform(dcontext, rng);
+  const bool backward = state.range(0) != 0;
+  for (auto _ : state) {
+    attention.set_memory(M, S, memories);
+    for (nn::Index step = 0; step < S; ++step) {
+      attention.forward(Q, probs, context);
+      if (backward) attention.backward(Q, probs, dcontext, dQ);
+    }
+    if (backward) attention.memory_backward(dM);
+    benchmark::DoNotOptimize(context.data());
+    benchmark::DoNotOptimize(dQ.data());
+  }
+  state.counters["tanh_per_s"] = benchmark::Counter(static_cast<double>(S * S * B * H) * static_cast<double>(state.iterations()),
+                                                    benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionDecode)
+    ->ArgNames({"backward", "own_memory"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_GrouperForwardBackward(benchmark::State& state) {
   const GnmtSetup& s = gnmt();
