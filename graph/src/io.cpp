@@ -639,6 +639,9 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
   const std::string base = path.filename().string();
   if (base.empty() || base == "." || base == "..")
     throw InputError("cannot write " + path.string() + ": the path names a directory, not a file");
+  std::error_code no_stat;
+  if (std::filesystem::is_directory(path, no_stat))
+    throw InputError("cannot write " + path.string() + ": it is a folder; name a file in it");
 
   // The temporary file lives next to the target, because rename() is atomic only within one file
   // system. Its name is hidden, unique per process and call, and short enough for NAME_MAX.
@@ -664,7 +667,13 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
   auto fail = [&](const std::string& step, int err, bool close_fd) {
     if (close_fd) ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error("cannot write " + path.string() + ": " + step + ": " + reason(err));
+    const std::string what = "cannot write " + path.string() + ": " + step + ": " + reason(err);
+    // A full disk or quota, or a target that is a folder or not ours to replace, is the user's
+    // to mend (exit 2); other failures are the system's.
+    if (err == ENOSPC || err == EDQUOT || err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == EACCES ||
+        err == EPERM || err == EROFS || err == ENOTDIR)
+      throw InputError(what);
+    throw Error(what);
   };
   const char* data = text.data();
   std::size_t left = text.size();

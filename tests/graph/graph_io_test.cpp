@@ -754,16 +754,17 @@ TEST(WriteFileAtomically, IntoAMissingDirectoryFailsAndCreatesNothing) {
   EXPECT_TRUE(dir.entries().empty());
 }
 
-TEST(WriteFileAtomically, FailedRenameRemovesTheTemporaryFile) {
+TEST(WriteFileAtomically, AFolderWhereTheFileShouldGoIsAnInputError) {
   TempDir dir;
-  // A non-empty directory where the file should go: rename() over it fails.
+  // `-o results` where results/ is a folder: the user's path to mend (exit 2), not an internal
+  // error, and nothing is written — no temporary file, the folder untouched.
   fs::create_directories(dir.path / "out.json");
   std::ofstream(dir.path / "out.json" / "keep") << "old";
   try {
     write_file_atomically(dir.path / "out.json", "new");
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "renaming the temporary file over it")) << e.what();
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "out.json: it is a folder")) << e.what();
   }
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"out.json"}));
   EXPECT_EQ(slurp(dir.path / "out.json" / "keep"), "old");
