@@ -188,7 +188,8 @@ class MachineReader {
     for (const auto& kv : node) {
       const YAML::Node& key = kv.first;
       int key_line = line_of(key, line);
-      if (!key.IsScalar()) fail(key_line, path, describe_node(key), "keys must be plain names");
+      if (!key.IsScalar())
+        fail(key_line, path.empty() ? "(document)" : path, "", "keys must be plain names, not " + describe_node(key));
       const std::string& name = key.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
         fail(key_line, field_path(path, name), "", "unknown key; allowed keys: " + join(allowed));

@@ -189,6 +189,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
       {with_line(17, "switches: [[rc:0]]"), "t.yaml:17: switches[0] = <a sequence>: must be a name"},
       {"name: toy\ndevices: []\n", "t.yaml:2: devices = <a sequence>: must be a non-empty sequence of devices"},
+      {"? [a, b]\n: 1\nname: toy\n", "t.yaml:1: (document): keys must be plain names, not <a sequence>"},
       {"- a\n- b\n",
        "t.yaml:1: (document) = <a sequence>: must be a mapping with keys name, description, devices, switches, links, "
        "cluster"},
