@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake make
+  build-essential cmake make time  # time: /usr/bin/time for scripts/hostile-inputs.sh
   libboost-graph-dev libeigen3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
