@@ -16,8 +16,17 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   using namespace placelab;
-  static const std::filesystem::path file =
-      std::filesystem::temp_directory_path() / ("placelab_fuzz_scenario_" + std::to_string(::getpid()) + ".yaml");
+  // The file is removed when the fuzzer exits (a static's destructor; a crash leaves it behind).
+  struct TemporaryFile {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("placelab_fuzz_scenario_" + std::to_string(::getpid()) + ".yaml");
+    ~TemporaryFile() {
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
+    }
+  };
+  static const TemporaryFile temporary;
+  const std::filesystem::path& file = temporary.path;
   std::FILE* f = std::fopen(file.c_str(), "wb");
   if (!f) fuzz::finding("cannot write the temporary scenario file " + file.string());
   if (size > 0 && std::fwrite(data, 1, size, f) != size) fuzz::finding("cannot write the temporary scenario file");
