@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The hostile inputs of issue "hostile input" and docs/reliability.md, tried against a built CLI:
-# each is made in a temporary folder, run under /usr/bin/time, and printed as a Markdown table row
-# with its exit status, the first line of its message, the wall time and the maximum resident
-# memory. A row fails (and the script exits 1) when the status is not the expected one (2 for bad
-# input; 0 where placelab takes the input and says what it did), when the message lacks what it
-# must name (the file, and the line where there is one), or when the command takes over 2 s or
-# 1 GB — the bounds the issue set.
+# The hostile inputs of docs/reliability.md ("Every hostile input of the issue, end to end"), tried
+# against a built CLI: each is made in a temporary folder, run under /usr/bin/time, and printed as
+# a Markdown table row with its exit status, the line of its message that names what it must (else
+# the first), the wall time and the maximum resident memory. A row fails (and the script exits 1)
+# when the status is not the expected one (2 for bad input; 0 where placelab takes the input and
+# says what it did), when the message lacks what it must name (the file, and the line where there
+# is one), or when the command takes over 2 s or 1 GB — the bounds the issue set.
 #   scripts/hostile-inputs.sh [PLACELAB]        (default: build/apps/placelab)
 # HOSTILE_WALL_LIMIT_S replaces the 2-s bound: CTest runs this script (test hostile_inputs) with 30 s,
-# a hang's bound, beside other tests; the table's times are those of a run by hand on an idle core.
+# a hang's bound, beside other tests; the table's times are those of a run by hand.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 P=$(realpath "${1:-$repo/build/apps/placelab}")
