@@ -23,6 +23,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 
+def save_figure(fig, path):
+    """Writes the figure as the C++ outputs are written (graph/io.h, write_file_atomically): into a
+    temporary file beside it, then renamed over it, so an interrupted plot leaves no half a PNG."""
+    tmp = f"{os.path.join(os.path.dirname(path), '.' + os.path.basename(path))}.tmp.{os.getpid()}.png"
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def learning_curves(run_dir, summary):
     path = os.path.join(run_dir, "curve.csv")
     if not os.path.exists(path):
@@ -84,7 +96,7 @@ def learning_curves(run_dir, summary):
     ax_avg.legend(fontsize=8)
     fig.suptitle(f"{summary.get('scenario', '')}: {summary.get('model', '')} on {summary.get('machine', '')}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(run_dir, "learning_curves.png"), dpi=120)
+    save_figure(fig, os.path.join(run_dir, "learning_curves.png"))
     plt.close(fig)
     return True
 
@@ -125,7 +137,7 @@ def timeline(run_dir, summary):
                  f"{best.get('step_time_s', 0) * 1000:.2f} ms per step — blue: ops, orange: transfers", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(os.path.join(run_dir, "timeline.png"), dpi=120)
+    save_figure(fig, os.path.join(run_dir, "timeline.png"))
     plt.close(fig)
     return True
 
