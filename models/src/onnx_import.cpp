@@ -1469,13 +1469,20 @@ class Importer {
       size[a] = std::max<int64_t>(0, e - b);
     }
     if (num_elements(size) == 0) fail(n, "the slice " + shape_text(size) + " is empty");
+    in_input_layout(n, x, begin, size, [&](Value xv, const Shape& b, const Shape& s) { return b_.slice(xv, b, s); });
+  }
+
+  // Slice and Pad keep their input's layout: the input as it is, their two per-axis arguments
+  // (begin and size, pads before and after) reordered to channels-last where the input is.
+  template <typename Build>
+  void in_input_layout(const onnx::NodeProto& n, const TensorInfo& x, Shape first, Shape second, Build build) {
     const Layout layout = x.layout;
     Value xv = in_value(n, 0, layout);
     if (layout == Layout::kChannelsLast) {
-      begin = to_channels_last(begin);
-      size = to_channels_last(size);
+      first = to_channels_last(first);
+      second = to_channels_last(second);
     }
-    set_output(n, 0, b_.slice(xv, begin, size), layout);
+    set_output(n, 0, build(xv, first, second), layout);
   }
 
   // Gather of a runtime tensor at constant indices (PyTorch's q, k, v = proj[0], proj[1],
@@ -1587,13 +1594,7 @@ class Importer {
       tensors_[n.output(0)] = info;
       return;
     }
-    const Layout layout = x.layout;
-    Value xv = in_value(n, 0, layout);
-    if (layout == Layout::kChannelsLast) {
-      before = to_channels_last(before);
-      after = to_channels_last(after);
-    }
-    set_output(n, 0, b_.pad(xv, before, after), layout);
+    in_input_layout(n, x, before, after, [&](Value xv, const Shape& b, const Shape& a) { return b_.pad(xv, b, a); });
   }
 
   std::vector<int64_t> reduce_axes(const onnx::NodeProto& n) {
