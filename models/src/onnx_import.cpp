@@ -606,6 +606,29 @@ class Importer {
     }
   }
 
+  // A Pad's amounts, as the window attributes: ONNX 1.12's inference adds them to the dimensions
+  // unchecked (pads of 8.6e18, found by onnx_fuzz, overflowed there and in the element count).
+  // Read from the attribute (opset < 11) or from the initializer or Constant node that feeds them.
+  void check_pad_amounts() const {
+    const auto& g = model_.graph();
+    for (const auto& n : g.node()) {
+      if (n.op_type() != "Pad") continue;
+      std::optional<std::vector<int64_t>> pads;
+      if (const onnx::AttributeProto* a = find_attr(n, "pads")) pads.emplace(a->ints().begin(), a->ints().end());
+      if (n.input_size() > 1 && !n.input(1).empty()) {
+        for (const auto& t : g.initializer())
+          if (t.name() == n.input(1)) pads = int_values(t);
+        for (const auto& c : g.node())
+          if (c.op_type() == "Constant" && c.output_size() == 1 && c.output(0) == n.input(1))
+            if (const onnx::AttributeProto* v = find_attr(c, "value"); v && v->has_t()) pads = int_values(v->t());
+      }
+      if (!pads) continue;
+      for (int64_t v : *pads)
+        if (v > (int64_t{1} << 31) || v < -(int64_t{1} << 31))
+          fail(n, "pads value " + std::to_string(v) + ": must be between 0 and 2^31");
+    }
+  }
+
   // ONNX lets a convolution leave out kernel_shape ("inferred from W"), but ONNX 1.12's shape
   // inference then reads W's type without checking it is known and dereferences null (a SIGSEGV
   // when W has no type). The importer needs W as an initializer anyway: kernel_shape is filled in
@@ -634,6 +657,7 @@ class Importer {
   void infer_shapes() {
     complete_kernel_shapes();
     check_window_attributes();
+    check_pad_amounts();
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.
     model_.mutable_graph()->clear_value_info();
@@ -1566,10 +1590,17 @@ class Importer {
     }
     if (static_cast<int64_t>(pads.size()) != 2 * rank)
       fail(n, std::to_string(pads.size()) + " pads for rank " + std::to_string(rank) + ": expected " + std::to_string(2 * rank));
-    for (int64_t p : pads)
+    for (int64_t p : pads) {
       if (p < 0) fail(n, "negative pads (cropping) are not supported");
+      // The window attributes' bound: the padded dimensions and their element count stay in
+      // int64 (found by onnx_fuzz: pads of 8.6e18 overflowed counting the padded tensor).
+      if (p > (int64_t{1} << 31)) fail(n, "pads value " + std::to_string(p) + ": must be between 0 and 2^31");
+    }
     if (mode != "constant") approximate(n, "mode '" + mode + "' modelled as a zero pad (the same copy)");
     Shape before(pads.begin(), pads.begin() + rank), after(pads.begin() + rank, pads.end());
+    Shape padded = x.shape;
+    for (std::size_t i = 0; i < padded.size(); ++i) padded[i] += before[i] + after[i];
+    check_shape(n.output(0), padded);
     // Fuse into the one pooling or convolution node that reads the result.
     const onnx::NodeProto* reader = nullptr;
     int readers = 0;

@@ -838,6 +838,30 @@ TEST(OnnxImportErrors, ZeroStridesAndKernelsAreRejectedBeforeShapeInference) {
   EXPECT_NE(e.find("node '/conv/Conv' (Conv): pads value -1: must be between 0"), std::string::npos) << e;
 }
 
+// Found by fuzz/onnx_fuzz: a Pad of 8.6e18 overflowed int64 counting the padded tensor's elements
+// (UBSan). Pads are bounded as the window attributes are, and the padded shape as every shape.
+TEST(OnnxImportErrors, PadsBeyond2To31OrTooManyElementsAreRejected) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  const auto pad_model = [](int64_t pad) {
+    ModelMaker m;
+    m.input("x", {-1, 3, 8, 8});
+    m.init_ints("pads", {0, 0, pad, pad, 0, 0, pad, pad});
+    m.node("Pad", {"x", "pads"}, {"y"}, "/pad/Pad");
+    m.node("Relu", {"y"}, {"r"}, "/relu/Relu");
+    m.output("r");
+    return m;
+  };
+  std::string e = import_error(pad_model(int64_t{8606185373858529290}).save("huge_pad.onnx"), options);
+  EXPECT_NE(e.find("node '/pad/Pad' (Pad): pads value 8606185373858529290: must be between 0 and 2^31"),
+            std::string::npos) << e;
+  e = import_error(pad_model(int64_t{1} << 30).save("wide_pad.onnx"), options);
+  EXPECT_NE(e.find("more than 2^40 elements"), std::string::npos) << e;
+  OnnxImportReport report;
+  const OpGraph g = import_onnx(pad_model(2).save("small_pad.onnx"), options, &report);
+  EXPECT_GT(g.num_ops(), 0);
+}
+
 // Found by fuzz/onnx_fuzz: a Conv without kernel_shape was a SIGSEGV inside ONNX 1.12's shape
 // inference. kernel_shape may be left out ("inferred from W"): it is taken from the weights.
 TEST(OnnxImport, ConvWithoutKernelShapeTakesItFromTheWeights) {
