@@ -838,6 +838,23 @@ TEST(OnnxImportErrors, ZeroStridesAndKernelsAreRejectedBeforeShapeInference) {
   EXPECT_NE(e.find("node '/conv/Conv' (Conv): pads value -1: must be between 0"), std::string::npos) << e;
 }
 
+// Found by fuzz/onnx_fuzz: a Shape node of opset 15 given four inputs (Slice's) made ONNX 1.12's
+// shape inference dereference null. Nodes are checked against their schema first.
+TEST(OnnxImportErrors, NodesThatBreakTheirSchemaAreRejectedBeforeShapeInference) {
+  OnnxImportOptions options;
+  options.batch = 1;
+  ModelMaker m(15);
+  m.input("x", {-1, 3, 8, 8});
+  m.init_ints("start", {0});
+  m.init_ints("end", {2});
+  m.init_ints("axes", {0});
+  m.node("Shape", {"x", "start", "end", "axes"}, {"s"}, "/shape/Shape");
+  m.node("Relu", {"x"}, {"r"}, "/relu/Relu");
+  m.output("r");
+  const std::string e = import_error(m.save("shape_four_inputs.onnx"), options);
+  EXPECT_NE(e.find("node '/shape/Shape' (Shape): not a valid Shape at opset 15"), std::string::npos) << e;
+}
+
 // Found by fuzz/onnx_fuzz: a Pad of 8.6e18 overflowed int64 counting the padded tensor's elements
 // (UBSan). Pads are bounded as the window attributes are, and the padded shape as every shape.
 TEST(OnnxImportErrors, PadsBeyond2To31OrTooManyElementsAreRejected) {
