@@ -624,6 +624,23 @@ class Importer {
     }
   }
 
+  // Every node input names a graph input, an initializer or an output of an earlier node (ONNX
+  // requires the nodes in topological order): ONNX 1.12's shape inference read null on a Shape of
+  // a name nothing defines (found by onnx_fuzz).
+  void check_inputs_defined() const {
+    const auto& g = model_.graph();
+    std::set<std::string, std::less<>> known;
+    for (const auto& i : g.input()) known.insert(i.name());
+    for (const auto& t : g.initializer()) known.insert(t.name());
+    for (const auto& n : g.node()) {
+      for (const auto& in : n.input())
+        if (!in.empty() && !known.contains(in))
+          fail(n, "input '" + in + "' is no graph input, initializer or output of an earlier node");
+      for (const auto& o : n.output())
+        if (!o.empty()) known.insert(o);
+    }
+  }
+
   // A Pad's amounts, as the window attributes: ONNX 1.12's inference adds them to the dimensions
   // unchecked (pads of 8.6e18, found by onnx_fuzz, overflowed there and in the element count).
   // Read from the attribute (opset < 11) or from the initializer or Constant node that feeds them.
@@ -677,6 +694,7 @@ class Importer {
     check_window_attributes();
     check_pad_amounts();
     check_node_schemas();
+    check_inputs_defined();
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.
     model_.mutable_graph()->clear_value_info();

@@ -851,8 +851,17 @@ TEST(OnnxImportErrors, NodesThatBreakTheirSchemaAreRejectedBeforeShapeInference)
   m.node("Shape", {"x", "start", "end", "axes"}, {"s"}, "/shape/Shape");
   m.node("Relu", {"x"}, {"r"}, "/relu/Relu");
   m.output("r");
-  const std::string e = import_error(m.save("shape_four_inputs.onnx"), options);
+  std::string e = import_error(m.save("shape_four_inputs.onnx"), options);
   EXPECT_NE(e.find("node '/shape/Shape' (Shape): not a valid Shape at opset 15"), std::string::npos) << e;
+  // A Shape of a name that nothing defines: the same null read.
+  ModelMaker u(15);
+  u.input("x", {-1, 3, 8, 8});
+  u.node("Shape", {"undefined"}, {"s"}, "/shape/Shape");
+  u.node("Relu", {"x"}, {"r"}, "/relu/Relu");
+  u.output("r");
+  e = import_error(u.save("shape_of_nothing.onnx"), options);
+  EXPECT_NE(e.find("node '/shape/Shape' (Shape): input 'undefined' is no graph input, initializer or output of an earlier node"),
+            std::string::npos) << e;
 }
 
 // Found by fuzz/onnx_fuzz: a Pad of 8.6e18 overflowed int64 counting the padded tensor's elements
