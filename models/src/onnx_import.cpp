@@ -32,6 +32,10 @@ enum class Layout : uint8_t { kAsIs, kChannelsLast };
 // ONNX axis `a` of a rank-r tensor → its position in a channels-last builder shape.
 int channels_last_position(int a, int r) { return a == 0 ? 0 : a == 1 ? r - 1 : a - 1; }
 
+// The bound on a window attribute or a pad amount: dimensions grown by it, and their element
+// counts, stay in int64 (ONNX 1.12's inference adds them unchecked).
+constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
+
 Shape to_channels_last(const Shape& s) {
   if (s.size() < 3) return s;
   Shape out{s[0]};
@@ -600,7 +604,7 @@ class Importer {
           continue;
         if (a.ints_size() > 8) fail(n, name + ": " + std::to_string(a.ints_size()) + " values (at most 8 axes)");
         for (int64_t v : a.ints())
-          if (v < least || v > (int64_t{1} << 31))
+          if (v < least || v > kMaxWindowValue)
             fail(n, name + " value " + std::to_string(v) + ": must be between " + std::to_string(least) + " and 2^31");
       }
     }
@@ -659,7 +663,7 @@ class Importer {
       }
       if (!pads) continue;
       for (int64_t v : *pads)
-        if (v > (int64_t{1} << 31) || v < -(int64_t{1} << 31))
+        if (v > kMaxWindowValue || v < -kMaxWindowValue)
           fail(n, "pads value " + std::to_string(v) + ": must be between 0 and 2^31");
     }
   }
@@ -1631,7 +1635,7 @@ class Importer {
       if (p < 0) fail(n, "negative pads (cropping) are not supported");
       // The window attributes' bound: the padded dimensions and their element count stay in
       // int64 (found by onnx_fuzz: pads of 8.6e18 overflowed counting the padded tensor).
-      if (p > (int64_t{1} << 31)) fail(n, "pads value " + std::to_string(p) + ": must be between 0 and 2^31");
+      if (p > kMaxWindowValue) fail(n, "pads value " + std::to_string(p) + ": must be between 0 and 2^31");
     }
     if (mode != "constant") approximate(n, "mode '" + mode + "' modelled as a zero pad (the same copy)");
     Shape before(pads.begin(), pads.begin() + rank), after(pads.begin() + rank, pads.end());
