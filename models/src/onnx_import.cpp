@@ -650,17 +650,18 @@ class Importer {
   // Read from the attribute (opset < 11) or from the initializer or Constant node that feeds them.
   void check_pad_amounts() const {
     const auto& g = model_.graph();
+    // The constant tensors by name, once (a Constant node's value over an initializer of its name).
+    std::unordered_map<std::string_view, const onnx::TensorProto*> constants;
+    for (const auto& t : g.initializer()) constants[t.name()] = &t;
+    for (const auto& c : g.node())
+      if (c.op_type() == "Constant" && c.output_size() == 1)
+        if (const onnx::AttributeProto* v = find_attr(c, "value"); v && v->has_t()) constants[c.output(0)] = &v->t();
     for (const auto& n : g.node()) {
       if (n.op_type() != "Pad") continue;
       std::optional<std::vector<int64_t>> pads;
       if (const onnx::AttributeProto* a = find_attr(n, "pads")) pads.emplace(a->ints().begin(), a->ints().end());
-      if (n.input_size() > 1 && !n.input(1).empty()) {
-        for (const auto& t : g.initializer())
-          if (t.name() == n.input(1)) pads = int_values(t);
-        for (const auto& c : g.node())
-          if (c.op_type() == "Constant" && c.output_size() == 1 && c.output(0) == n.input(1))
-            if (const onnx::AttributeProto* v = find_attr(c, "value"); v && v->has_t()) pads = int_values(v->t());
-      }
+      if (n.input_size() > 1 && !n.input(1).empty())
+        if (auto it = constants.find(n.input(1)); it != constants.end()) pads = int_values(*it->second);
       if (!pads) continue;
       for (int64_t v : *pads)
         if (v > kMaxWindowValue || v < -kMaxWindowValue)
