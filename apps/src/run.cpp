@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -216,7 +217,10 @@ std::unique_ptr<Environment> make_verify_environment(const Scenario& s, const Op
   return std::make_unique<CpuExecutorEnvironment>(g, machine, eo);
 }
 
-RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
+namespace {
+
+// The seeds a run covers: the scenario's, 1..N under --seeds N, or the one seed a sweep hands out.
+std::vector<uint64_t> seeds_to_run(const Scenario& s, const RunOptions& opt) {
   std::vector<uint64_t> seeds = s.seeds;
   if (opt.seeds) {
     if (*opt.seeds < 1) throw InputError("--seeds " + std::to_string(*opt.seeds) + ": must be >= 1");
@@ -224,44 +228,84 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     for (int i = 1; i <= *opt.seeds; ++i) seeds.push_back(static_cast<uint64_t>(i));
   }
   if (opt.only_seed) seeds = {*opt.only_seed};
-  const bool resume = opt.resume || opt.only_seed.has_value();
-  const fs::path out = opt.output.empty() ? s.output : opt.output;
-  std::error_code made;
-  fs::create_directories(out / "runs", made);
-  if (made) throw InputError(out.string() + ": cannot create the output folder: " + made.message());
-  const OutputLock lock(out, opt.only_seed);
-  if (!resume) {
-    // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
-    for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());
-    fs::remove(out / "summary.json");
+  return seeds;
+}
+
+// A finished training run as its run record (runs/<learner>-seed<N>.json): what summary.json,
+// curve.csv and --resume read back.
+json run_record(const TrainSummary& t, uint64_t seed, const std::string& fingerprint, std::size_t groups) {
+  json r = {{"seed", seed},
+            {"fingerprint", fingerprint},
+            {"status", status_name(t.status)},
+            {"message", t.message},
+            {"samples", t.samples},
+            {"groups", groups},
+            {"best_s", number_or_null(t.best_step_time_s)},
+            {"best_sample", t.best_sample},
+            {"best_placement", t.best_placement}};
+  if (!t.best_learned_grouping.empty()) {
+    r["best_grouping"] = t.best_learned_grouping;
+    r["learned_groups"] = t.curve.empty() ? 0u : t.curve[static_cast<std::size_t>(t.best_sample - 1)].groups;
   }
+  json curve_rows = json::array();
+  for (const CurvePoint& c : t.curve)
+    curve_rows.push_back({c.sample, c.oom ? json(nullptr) : json(c.step_time_s), number_or_null(c.best_s),
+                          c.groups > 0 ? json(c.groups) : json(nullptr)});
+  r["curve"] = curve_rows;
+  json ver = json::array();
+  for (const VerifyRecord& v : t.verifications) {
+    ver.push_back({{"sample", v.sample},
+                   {"predicted_s", v.predicted_s},
+                   {"measured_s", v.measured_oom ? json(nullptr) : json(v.measured_s)},
+                   {"source", v.source}});
+    if (v.in_situ_predicted_s > 0) ver.back()["in_situ_predicted_s"] = v.in_situ_predicted_s;
+  }
+  r["verifications"] = ver;
+  return r;
+}
 
-  g_interrupted = 0;  // a process may run several scenarios (the Python module): start each unstopped
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  GraphSource src = load_graph_source(s.graph.string(), s.model);
-  auto ms = load_machine_source(s.machine);
-  const Machine& machine = ms->machine;
-  const OpGraph& g = src.graph;
-  Simulator sim(g, *ms->cost);  // one thread below: the sweep runs scenarios side by side instead
+// One scenario's run once its output folder is locked: the graph, machine and simulator its steps
+// share, and what they gather for the outputs — the results per algorithm, curve.csv's rows, the
+// verifications and the best placement found.
+class ScenarioRunner {
+ public:
+  ScenarioRunner(const Scenario& s, const RunOptions& opt, std::vector<uint64_t> seeds, fs::path out, bool resume);
+  // Baselines, then every learner's seeds; false when a learner was stopped (its checkpoint holds it).
+  bool run();
+  // summary.json (with the aggregates over seeds and the lower bound), curve.csv and the best
+  // placement's files.
+  void write_outputs();
 
-  std::unique_ptr<Environment> sample_env =
-      opt.sample_environment ? opt.sample_environment(sim) : std::make_unique<SimEnvironment>(sim, 1);
-  std::unique_ptr<Environment> verify_env =
-      opt.verify_environment ? opt.verify_environment() : make_verify_environment(s, g, *ms);
+ private:
+  const Grouping& grouping_of(uint64_t seed);
+  void consider(double t, const std::string& name, uint64_t seed, const Placement& p, std::vector<uint32_t> learned = {});
+  void run_baselines();
+  // One learner's record for one seed: kept from an earlier run on --resume, or trained now;
+  // nullopt when training was stopped.
+  std::optional<json> learner_record(const LearnerSpec& ls, uint64_t seed);
+  std::optional<json> train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& fingerprint,
+                                 const fs::path& checkpoint_path, const fs::path& run_file);
+  // The curve rows, verifications and best of a learner's record; its brief (no curve or
+  // placement) goes to summary.json's runs.
+  void gather(const LearnerSpec& ls, uint64_t seed, const json& r, json& runs);
+  void aggregate_over_seeds();
+  json summary() const;
 
-  SearchSpace space;
-  for (std::size_t d = 0; d < machine.num_devices(); ++d)
-    if (s.devices == "all" || machine.devices[d].kind == DeviceKind::kGpu) space.devices.push_back(static_cast<DeviceId>(d));
-  if (space.devices.empty()) throw InputError(s.file.string() + ": devices = gpus but machine " + machine.name + " has no GPU");
+  const Scenario& s_;
+  const RunOptions& opt_;
+  const std::vector<uint64_t> seeds_;
+  const fs::path out_;
+  const bool resume_;
+  GraphSource src_;
+  std::unique_ptr<MachineSource> ms_;
+  Simulator sim_;  // one thread: the sweep runs scenarios side by side instead
+  std::unique_ptr<Environment> sample_env_, verify_env_;
+  SearchSpace space_;
+  // What determines the learners' results, read and hashed once (a graph file's content among it).
+  std::string scenario_print_;
 
-  if (opt.progress)
-    fmt::print(stderr, "{}: {} ({} ops) on {} [{}], {} seed{}, {} samples per learner\n", s.name, src.label, g.num_ops(),
-               machine.name, ms->cost->describe(), seeds.size(), seeds.size() == 1 ? "" : "s", s.samples);
-
-  json results = json::array();
-  json verifications = json::array();
-  std::string curve =
+  json results_ = json::array(), verifications_ = json::array();
+  std::string curve_ =
       "algorithm,seed,sample,step_time_s,oom,best_s,verify_predicted_s,verify_measured_s,verify_in_situ_predicted_s,"
       "groups\n";
   struct Best {
@@ -270,200 +314,214 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     uint64_t seed = 0;
     Placement placement;
     std::vector<uint32_t> learned_grouping;  // scenario group → learned group, for hierarchical and eagle
-  } best;
-  auto consider = [&](double t, const std::string& name, uint64_t seed, const Placement& p,
-                      std::vector<uint32_t> learned = {}) {
-    if (std::isfinite(t) && t < best.time) best = {t, name, seed, p, std::move(learned)};
-  };
-
-  // Baselines: simulated once per seed (the randomised ones differ by seed). Those that fit are
-  // starts for search learners (LearnerContext::best_baseline, below).
-  std::map<uint64_t, std::vector<Placement>> baseline_placements;
+  } best_;
+  // The baselines that fit, per seed: starts for search learners (LearnerContext::best_baseline).
+  std::map<uint64_t, std::vector<Placement>> baseline_placements_;
   // The scenario's grouping of each seed, made once: baselines that place groups (exact) and every
   // learner of that seed use it.
-  std::map<uint64_t, Grouping> groupings;
-  auto grouping_of = [&](uint64_t seed) -> const Grouping& {
-    auto it = groupings.find(seed);
-    if (it == groupings.end()) it = groupings.emplace(seed, make_scenario_grouping(s, g, seed)).first;
-    return it->second;
-  };
-  for (const std::string& b : s.baselines) {
+  std::map<uint64_t, Grouping> groupings_;
+};
+
+ScenarioRunner::ScenarioRunner(const Scenario& s, const RunOptions& opt, std::vector<uint64_t> seeds, fs::path out,
+                               bool resume)
+    : s_(s),
+      opt_(opt),
+      seeds_(std::move(seeds)),
+      out_(std::move(out)),
+      resume_(resume),
+      src_(load_graph_source(s.graph.string(), s.model)),
+      ms_(load_machine_source(s.machine)),
+      sim_(src_.graph, *ms_->cost) {
+  const Machine& machine = ms_->machine;
+  sample_env_ = opt.sample_environment ? opt.sample_environment(sim_) : std::make_unique<SimEnvironment>(sim_, 1);
+  verify_env_ = opt.verify_environment ? opt.verify_environment() : make_verify_environment(s, src_.graph, *ms_);
+  for (std::size_t d = 0; d < machine.num_devices(); ++d)
+    if (s.devices == "all" || machine.devices[d].kind == DeviceKind::kGpu) space_.devices.push_back(static_cast<DeviceId>(d));
+  if (space_.devices.empty()) throw InputError(s.file.string() + ": devices = gpus but machine " + machine.name + " has no GPU");
+  if (opt.progress)
+    fmt::print(stderr, "{}: {} ({} ops) on {} [{}], {} seed{}, {} samples per learner\n", s.name, src_.label,
+               src_.graph.num_ops(), machine.name, ms_->cost->describe(), seeds_.size(), seeds_.size() == 1 ? "" : "s",
+               s.samples);
+}
+
+const Grouping& ScenarioRunner::grouping_of(uint64_t seed) {
+  auto it = groupings_.find(seed);
+  if (it == groupings_.end()) it = groupings_.emplace(seed, make_scenario_grouping(s_, src_.graph, seed)).first;
+  return it->second;
+}
+
+void ScenarioRunner::consider(double t, const std::string& name, uint64_t seed, const Placement& p,
+                              std::vector<uint32_t> learned) {
+  if (std::isfinite(t) && t < best_.time) best_ = {t, name, seed, p, std::move(learned)};
+}
+
+bool ScenarioRunner::run() {
+  run_baselines();
+  scenario_print_ = scenario_fingerprint(s_);
+  for (const LearnerSpec& ls : s_.learners) {
     json runs = json::array();
-    std::vector<double> times;
-    for (uint64_t seed : seeds) {
+    for (uint64_t seed : seeds_) {
+      const std::optional<json> r = learner_record(ls, seed);
+      if (!r) return false;
+      gather(ls, seed, *r, runs);
+    }
+    results_.push_back({{"name", ls.config.name}, {"kind", "learner"}, {"runs", runs}});
+  }
+  return true;
+}
+
+// Baselines: simulated once per seed (the randomised ones differ by seed).
+void ScenarioRunner::run_baselines() {
+  const Machine& machine = ms_->machine;
+  for (const std::string& b : s_.baselines) {
+    json runs = json::array();
+    for (uint64_t seed : seeds_) {
       json r = {{"seed", seed}};
       try {
         std::string note;
-        Placement p = resolve_placement(b, src, *ms, seed, &grouping_of(seed), &note);
+        Placement p = resolve_placement(b, src_, *ms_, seed, &grouping_of(seed), &note);
         if (!note.empty()) r["note"] = note;
-        SimResult res = sim.simulate(p);
+        SimResult res = sim_.simulate(p);
         r["step_time_s"] = res.step_time_s;
         r["oom"] = res.oom;
         if (res.oom) {
           r["oom_device"] = machine.devices[res.oom_device].name;
           r["oom_excess_bytes"] = res.oom_excess_bytes;
+        } else {
+          consider(res.step_time_s, b, seed, p);
+          baseline_placements_[seed].push_back(p);
         }
-        times.push_back(res.oom ? INFINITY : res.step_time_s);
-        if (!res.oom) consider(res.step_time_s, b, seed, p);
-        if (!res.oom) baseline_placements[seed].push_back(p);
       } catch (const InputError& e) {
         r["error"] = e.what();  // e.g. expert on a graph file: reported, not fatal
-        times.push_back(INFINITY);
       }
       runs.push_back(r);
     }
-    results.push_back({{"name", b}, {"kind", "baseline"}, {"runs", runs}});
+    results_.push_back({{"name", b}, {"kind", "baseline"}, {"runs", runs}});
   }
+}
 
-  // Learners: one training run per seed, each resumable. What determines their results, read and
-  // hashed once (a graph file's content among it).
-  const std::string scenario_print = scenario_fingerprint(s);
-  for (const LearnerSpec& ls : s.learners) {
-    json runs = json::array();
-    for (uint64_t seed : seeds) {
-      const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
-      const fs::path run_file = out / "runs" / (tag + ".json");
-      const std::string fingerprint = run_fingerprint(scenario_print, ls, seed);
-      // The checkpoint's name carries the run's fingerprint: one left by another scenario, or by
-      // this one before an edit, is not resumed from but removed, with a message.
-      const fs::path checkpoint_path = out / "runs" / (tag + "." + fingerprint + ".checkpoint.json");
-      for (const auto& e : fs::directory_iterator(out / "runs")) {
-        const std::string file = e.path().filename().string();
-        if (file.starts_with(tag + ".") && file.ends_with(".checkpoint.json") && e.path() != checkpoint_path) {
-          fmt::print(stderr, "{}: a checkpoint of another scenario, or of this one before an edit: removed\n",
-                     e.path().string());
-          fs::remove(e.path());
-        }
-      }
-      json r;
-      std::optional<json> kept;
-      if (resume && fs::exists(run_file)) {
-        std::string why;
-        kept = kept_run_record(run_file, seed, fingerprint, why);
-        if (kept) r = std::move(*kept);
-        // Said whether or not progress is shown: a result is being recomputed.
-        else fmt::print(stderr, "{}: not a usable run record ({}): running {} again\n", run_file.string(), why, tag);
-      }
-      if (kept) {
-        if (opt.progress) fmt::print(stderr, "{:<22} already finished, kept\n", tag);
-      } else {
-        const Grouping& grouping = grouping_of(seed);
-        const LearnerEntry* entry = find_learner(ls.config.name);
-        // What the learner places: the scenario's groups, or single ops for a learner that refines
-        // them (critpath: the groups are moves it makes whole, beside moves of single ops).
-        const Grouping trained = entry && entry->places_ops ? Grouping::identity(g.num_ops()) : grouping;
-        space.num_groups = trained.num_groups();
-        // Neural learners read the graph through the grouping; the table learners need only its size.
-        std::optional<PlacementProblem> problem;
-        if (entry && entry->needs_problem) problem = describe_problem(g, grouping);
-        std::unique_ptr<Learner> learner;
-        try {
-          LearnerContext context{space, seed, problem ? &*problem : nullptr};
-          // The start a search learner gets: the baseline that is fastest once projected onto the
-          // groups it places (each group on the device most of its ops are on) — an op-level list
-          // schedule can lose much of its speed in that projection.
-          double best_start = INFINITY;
-          for (const Placement& p : baseline_placements[seed]) {
-            Placement start = trained.majority(p, space.devices);
-            const SimResult res = sim.simulate(trained.expand(start));
-            if (!res.oom && res.step_time_s < best_start) {
-              best_start = res.step_time_s;
-              context.best_baseline = std::move(start);
-            }
-          }
-          context.graph = &g;
-          context.simulator = &sim;
-          context.grouping = &grouping;
-          learner = make_learner(ls.config, context);
-        } catch (const InputError& e) {
-          throw InputError(s.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + ": " + e.what());
-        }
-        TrainerOptions to;
-        to.sample_budget = s.samples;
-        to.batch_size = s.batch;
-        to.verify_every = verify_env ? s.verify.every : 0;
-        to.checkpoint_every = s.checkpoint_every;
-        to.checkpoint_path = checkpoint_path;
-        to.resume = resume;
-        ProgressBar bar(tag, s.samples, opt.progress);
-        ProgressObserver obs(bar, opt.stop_after_samples);
-        TrainSummary t = train(*learner, trained, *sample_env, to, verify_env.get(), &obs);
-        bar.finish(t.samples, t.best_step_time_s);
-        if (t.resumed_from > 0 && opt.progress)
-          fmt::print(stderr, "{:<22} resumed from its checkpoint at sample {}\n", tag, t.resumed_from);
-        r = {{"seed", seed},
-             {"fingerprint", fingerprint},
-             {"status", status_name(t.status)},
-             {"message", t.message},
-             {"samples", t.samples},
-             {"groups", trained.num_groups()},
-             {"best_s", number_or_null(t.best_step_time_s)},
-             {"best_sample", t.best_sample},
-             {"best_placement", t.best_placement}};
-        if (!t.best_learned_grouping.empty()) {
-          r["best_grouping"] = t.best_learned_grouping;
-          r["learned_groups"] = t.curve.empty() ? 0u : t.curve[static_cast<std::size_t>(t.best_sample - 1)].groups;
-        }
-        json curve_rows = json::array();
-        for (const CurvePoint& c : t.curve)
-          curve_rows.push_back({c.sample, c.oom ? json(nullptr) : json(c.step_time_s), number_or_null(c.best_s),
-                                c.groups > 0 ? json(c.groups) : json(nullptr)});
-        r["curve"] = curve_rows;
-        json ver = json::array();
-        for (const VerifyRecord& v : t.verifications) {
-          ver.push_back({{"sample", v.sample},
-                         {"predicted_s", v.predicted_s},
-                         {"measured_s", v.measured_oom ? json(nullptr) : json(v.measured_s)},
-                         {"source", v.source}});
-          if (v.in_situ_predicted_s > 0) ver.back()["in_situ_predicted_s"] = v.in_situ_predicted_s;
-        }
-        r["verifications"] = ver;
-        if (t.status == TrainSummary::Status::kStopped) {
-          fmt::print(stderr, "{}: stopped after {} samples; continue with --resume\n", tag, t.samples);
-          return {out, true};  // interrupted: no summary; the checkpoint holds the state
-        }
-        write_file_atomically(run_file, r.dump());
-        fs::remove(to.checkpoint_path);
-      }
-      // Curve rows and verification records for the outputs.
-      std::map<int64_t, const json*> verify_at;
-      for (const json& v : r["verifications"]) {
-        verify_at[v["sample"].get<int64_t>()] = &v;
-        verifications.push_back({{"algorithm", ls.config.name}, {"seed", seed}, {"sample", v["sample"]},
-                                 {"predicted_s", v["predicted_s"]}, {"measured_s", v["measured_s"]},
-                                 {"source", v["source"]}});
-        if (v.contains("in_situ_predicted_s")) verifications.back()["in_situ_predicted_s"] = v["in_situ_predicted_s"];
-      }
-      for (const json& c : r["curve"]) {
-        int64_t sample = c[0].get<int64_t>();
-        std::string vp, vm, vi;
-        if (auto it = verify_at.find(sample); it != verify_at.end()) {
-          const json& v = *it->second;
-          vp = fmt::format("{:.9g}", v["predicted_s"].get<double>());
-          vm = v["measured_s"].is_null() ? "oom" : fmt::format("{:.9g}", v["measured_s"].get<double>());
-          if (v.contains("in_situ_predicted_s")) vi = fmt::format("{:.9g}", v["in_situ_predicted_s"].get<double>());
-        }
-        // Runs saved before learned groupings have three columns a row.
-        const std::string groups = c.size() > 3 && !c[3].is_null() ? std::to_string(c[3].get<uint32_t>()) : "";
-        curve += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", ls.config.name, seed, sample,
-                             c[1].is_null() ? "" : fmt::format("{:.9g}", c[1].get<double>()), c[1].is_null() ? 1 : 0,
-                             c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm, vi, groups);
-      }
-      if (!r["best_s"].is_null())
-        consider(r["best_s"].get<double>(), ls.config.name, seed, r["best_placement"].get<Placement>(),
-                 r.value("best_grouping", std::vector<uint32_t>{}));
-      json brief = r;
-      brief.erase("curve");
-      brief.erase("best_placement");
-      brief.erase("best_grouping");
-      runs.push_back(brief);
+std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64_t seed) {
+  const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
+  const fs::path run_file = out_ / "runs" / (tag + ".json");
+  const std::string fingerprint = run_fingerprint(scenario_print_, ls, seed);
+  // The checkpoint's name carries the run's fingerprint: one left by another scenario, or by
+  // this one before an edit, is not resumed from but removed, with a message.
+  const fs::path checkpoint_path = out_ / "runs" / (tag + "." + fingerprint + ".checkpoint.json");
+  for (const auto& e : fs::directory_iterator(out_ / "runs")) {
+    const std::string file = e.path().filename().string();
+    if (file.starts_with(tag + ".") && file.ends_with(".checkpoint.json") && e.path() != checkpoint_path) {
+      fmt::print(stderr, "{}: a checkpoint of another scenario, or of this one before an edit: removed\n",
+                 e.path().string());
+      fs::remove(e.path());
     }
-    results.push_back({{"name", ls.config.name}, {"kind", "learner"}, {"runs", runs}});
   }
-  if (opt.only_seed) return {out, false};  // the seed's records are written; the summary is the last run's
+  if (resume_ && fs::exists(run_file)) {
+    std::string why;
+    if (std::optional<json> kept = kept_run_record(run_file, seed, fingerprint, why)) {
+      if (opt_.progress) fmt::print(stderr, "{:<22} already finished, kept\n", tag);
+      return kept;
+    }
+    // Said whether or not progress is shown: a result is being recomputed.
+    fmt::print(stderr, "{}: not a usable run record ({}): running {} again\n", run_file.string(), why, tag);
+  }
+  return train_seed(ls, seed, fingerprint, checkpoint_path, run_file);
+}
 
-  // Aggregates per algorithm over seeds.
-  for (json& res : results) {
+std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& fingerprint,
+                                               const fs::path& checkpoint_path, const fs::path& run_file) {
+  const OpGraph& g = src_.graph;
+  const Grouping& grouping = grouping_of(seed);
+  const LearnerEntry* entry = find_learner(ls.config.name);
+  // What the learner places: the scenario's groups, or single ops for a learner that refines
+  // them (critpath: the groups are moves it makes whole, beside moves of single ops).
+  const Grouping trained = entry && entry->places_ops ? Grouping::identity(g.num_ops()) : grouping;
+  space_.num_groups = trained.num_groups();
+  // Neural learners read the graph through the grouping; the table learners need only its size.
+  std::optional<PlacementProblem> problem;
+  if (entry && entry->needs_problem) problem = describe_problem(g, grouping);
+  std::unique_ptr<Learner> learner;
+  try {
+    LearnerContext context{space_, seed, problem ? &*problem : nullptr};
+    // The start a search learner gets: the baseline that is fastest once projected onto the
+    // groups it places (each group on the device most of its ops are on) — an op-level list
+    // schedule can lose much of its speed in that projection.
+    double best_start = INFINITY;
+    for (const Placement& p : baseline_placements_[seed]) {
+      Placement start = trained.majority(p, space_.devices);
+      const SimResult res = sim_.simulate(trained.expand(start));
+      if (!res.oom && res.step_time_s < best_start) {
+        best_start = res.step_time_s;
+        context.best_baseline = std::move(start);
+      }
+    }
+    context.graph = &g;
+    context.simulator = &sim_;
+    context.grouping = &grouping;
+    learner = make_learner(ls.config, context);
+  } catch (const InputError& e) {
+    throw InputError(s_.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + ": " + e.what());
+  }
+  TrainerOptions to;
+  to.sample_budget = s_.samples;
+  to.batch_size = s_.batch;
+  to.verify_every = verify_env_ ? s_.verify.every : 0;
+  to.checkpoint_every = s_.checkpoint_every;
+  to.checkpoint_path = checkpoint_path;
+  to.resume = resume_;
+  const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
+  ProgressBar bar(tag, s_.samples, opt_.progress);
+  ProgressObserver obs(bar, opt_.stop_after_samples);
+  const TrainSummary t = train(*learner, trained, *sample_env_, to, verify_env_.get(), &obs);
+  bar.finish(t.samples, t.best_step_time_s);
+  if (t.resumed_from > 0 && opt_.progress)
+    fmt::print(stderr, "{:<22} resumed from its checkpoint at sample {}\n", tag, t.resumed_from);
+  if (t.status == TrainSummary::Status::kStopped) {
+    fmt::print(stderr, "{}: stopped after {} samples; continue with --resume\n", tag, t.samples);
+    return std::nullopt;  // interrupted: no summary; the checkpoint holds the state
+  }
+  json r = run_record(t, seed, fingerprint, trained.num_groups());
+  write_file_atomically(run_file, r.dump());
+  fs::remove(checkpoint_path);
+  return r;
+}
+
+void ScenarioRunner::gather(const LearnerSpec& ls, uint64_t seed, const json& r, json& runs) {
+  std::map<int64_t, const json*> verify_at;
+  for (const json& v : r["verifications"]) {
+    verify_at[v["sample"].get<int64_t>()] = &v;
+    verifications_.push_back({{"algorithm", ls.config.name}, {"seed", seed}, {"sample", v["sample"]},
+                              {"predicted_s", v["predicted_s"]}, {"measured_s", v["measured_s"]},
+                              {"source", v["source"]}});
+    if (v.contains("in_situ_predicted_s")) verifications_.back()["in_situ_predicted_s"] = v["in_situ_predicted_s"];
+  }
+  for (const json& c : r["curve"]) {
+    int64_t sample = c[0].get<int64_t>();
+    std::string vp, vm, vi;
+    if (auto it = verify_at.find(sample); it != verify_at.end()) {
+      const json& v = *it->second;
+      vp = fmt::format("{:.9g}", v["predicted_s"].get<double>());
+      vm = v["measured_s"].is_null() ? "oom" : fmt::format("{:.9g}", v["measured_s"].get<double>());
+      if (v.contains("in_situ_predicted_s")) vi = fmt::format("{:.9g}", v["in_situ_predicted_s"].get<double>());
+    }
+    // Runs saved before learned groupings have three columns a row.
+    const std::string groups = c.size() > 3 && !c[3].is_null() ? std::to_string(c[3].get<uint32_t>()) : "";
+    curve_ += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", ls.config.name, seed, sample,
+                          c[1].is_null() ? "" : fmt::format("{:.9g}", c[1].get<double>()), c[1].is_null() ? 1 : 0,
+                          c[2].is_null() ? "" : fmt::format("{:.9g}", c[2].get<double>()), vp, vm, vi, groups);
+  }
+  if (!r["best_s"].is_null())
+    consider(r["best_s"].get<double>(), ls.config.name, seed, r["best_placement"].get<Placement>(),
+             r.value("best_grouping", std::vector<uint32_t>{}));
+  json brief = r;
+  brief.erase("curve");
+  brief.erase("best_placement");
+  brief.erase("best_grouping");
+  runs.push_back(brief);
+}
+
+// Mean, spread and best per algorithm over its seeds, and each best's gap to the lower bound.
+void ScenarioRunner::aggregate_over_seeds() {
+  for (json& res : results_) {
     std::vector<double> xs;
     bool all_oom = true;
     for (const json& r : res["runs"]) {
@@ -480,66 +538,101 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
     }
     res["oom"] = all_oom;
   }
+}
 
-  // The bound every result is measured against: over all the machine's devices, since baselines
-  // may use devices the learners may not (single_cpu with devices: gpus).
-  const StepLowerBound bound = step_lower_bound(g, sim);
-  for (json& res : results)
-    if (res.contains("best_s")) res["best_gap_to_bound"] = res["best_s"].get<double>() / bound.step_s - 1;
-
+json ScenarioRunner::summary() const {
+  const Machine& machine = ms_->machine;
   json summary;
   summary["format"] = "placelab-run-1";
-  summary["scenario"] = s.name;
-  summary["description"] = s.description;
-  summary["model"] = src.label;
-  summary["ops"] = g.num_ops();
-  if (src.parameters >= 0) summary["parameters"] = src.parameters;
-  summary["grouping"] = s.grouping;
+  summary["scenario"] = s_.name;
+  summary["description"] = s_.description;
+  summary["model"] = src_.label;
+  summary["ops"] = src_.graph.num_ops();
+  if (src_.parameters >= 0) summary["parameters"] = src_.parameters;
+  summary["grouping"] = s_.grouping;
   summary["machine"] = machine.name;
-  summary["cost_model"] = ms->cost->describe();
-  summary["devices"] = s.devices;
-  summary["samples"] = s.samples;
-  summary["batch"] = s.batch;
-  summary["seeds"] = seeds;
-  summary["fingerprint"] = summary_fingerprint(scenario_print, s, seeds);
-  summary["lower_bound"] = {{"step_s", bound.step_s},
-                            {"critical_path_s", bound.critical_path_s},
-                            {"work_s", bound.work_s},
-                            {"slots", bound.slots},
-                            {"persistent_bytes", bound.persistent_bytes},
-                            {"memory_bytes", bound.memory_bytes},
-                            {"memory_feasible", bound.memory_feasible}};
-  summary["results"] = results;
-  summary["verifications"] = verifications;
-  if (std::isfinite(best.time)) summary["best"] = {{"name", best.name}, {"seed", best.seed}, {"step_time_s", best.time}};
-  if (!best.learned_grouping.empty()) {
-    // best_grouping.json has every op's learned group; summary.json the groups, largest first.
-    json lg = learned_grouping_json(g, grouping_of(best.seed), best.placement, best.learned_grouping, machine);
-    write_file_atomically(out / "best_grouping.json", json{{"learner", best.name}, {"seed", best.seed}, {"grouping", lg}}.dump() + "\n");
-    lg.erase("group_of_op");
-    summary["best"]["learned_grouping"] = lg;
-  }
-  if (!s.paper.empty() || !s.paper_source.empty() || !s.paper_notes.empty()) {
+  summary["cost_model"] = ms_->cost->describe();
+  summary["devices"] = s_.devices;
+  summary["samples"] = s_.samples;
+  summary["batch"] = s_.batch;
+  summary["seeds"] = seeds_;
+  summary["fingerprint"] = summary_fingerprint(scenario_print_, s_, seeds_);
+  summary["results"] = results_;
+  summary["verifications"] = verifications_;
+  if (std::isfinite(best_.time)) summary["best"] = {{"name", best_.name}, {"seed", best_.seed}, {"step_time_s", best_.time}};
+  if (!s_.paper.empty() || !s_.paper_source.empty() || !s_.paper_notes.empty()) {
     json p;
-    p["source"] = s.paper_source;
-    if (!s.paper_notes.empty()) p["notes"] = s.paper_notes;
-    for (const auto& [k, f] : s.paper) p["figures"][k] = f.oom ? json("OOM") : json(f.step_time_s);
+    p["source"] = s_.paper_source;
+    if (!s_.paper_notes.empty()) p["notes"] = s_.paper_notes;
+    for (const auto& [k, f] : s_.paper) p["figures"][k] = f.oom ? json("OOM") : json(f.step_time_s);
     summary["paper"] = p;
   }
+  return summary;
+}
 
-  write_file_atomically(out / "curve.csv", curve);
-  if (!best.placement.empty()) {
+void ScenarioRunner::write_outputs() {
+  aggregate_over_seeds();
+  // The bound every result is measured against: over all the machine's devices, since baselines
+  // may use devices the learners may not (single_cpu with devices: gpus).
+  const StepLowerBound bound = step_lower_bound(src_.graph, sim_);
+  for (json& res : results_)
+    if (res.contains("best_s")) res["best_gap_to_bound"] = res["best_s"].get<double>() / bound.step_s - 1;
+  json out = summary();
+  out["lower_bound"] = {{"step_s", bound.step_s},
+                        {"critical_path_s", bound.critical_path_s},
+                        {"work_s", bound.work_s},
+                        {"slots", bound.slots},
+                        {"persistent_bytes", bound.persistent_bytes},
+                        {"memory_bytes", bound.memory_bytes},
+                        {"memory_feasible", bound.memory_feasible}};
+  const Machine& machine = ms_->machine;
+  const OpGraph& g = src_.graph;
+  if (!best_.learned_grouping.empty()) {
+    // best_grouping.json has every op's learned group; summary.json the groups, largest first.
+    json lg = learned_grouping_json(g, grouping_of(best_.seed), best_.placement, best_.learned_grouping, machine);
+    write_file_atomically(out_ / "best_grouping.json",
+                          json{{"learner", best_.name}, {"seed", best_.seed}, {"grouping", lg}}.dump() + "\n");
+    lg.erase("group_of_op");
+    out["best"]["learned_grouping"] = lg;
+  }
+  write_file_atomically(out_ / "curve.csv", curve_);
+  if (!best_.placement.empty()) {
     std::vector<std::string> names;
     for (const Device& d : machine.devices) names.push_back(d.name);
     std::ostringstream pj;
-    write_placement_json(g, best.placement, names, pj);
-    write_file_atomically(out / "best_placement.json", pj.str());
-    SimResult tl = sim.simulate(best.placement, {.record_timeline = true});
+    write_placement_json(g, best_.placement, names, pj);
+    write_file_atomically(out_ / "best_placement.json", pj.str());
+    SimResult tl = sim_.simulate(best_.placement, {.record_timeline = true});
     std::ostringstream trace;
     write_chrome_trace(tl, g, machine, trace);
-    write_file_atomically(out / "timeline.json", trace.str());
+    write_file_atomically(out_ / "timeline.json", trace.str());
   }
-  write_file_atomically(out / "summary.json", summary.dump(2) + "\n");
+  write_file_atomically(out_ / "summary.json", out.dump(2) + "\n");
+}
+
+}  // namespace
+
+RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
+  std::vector<uint64_t> seeds = seeds_to_run(s, opt);
+  const bool resume = opt.resume || opt.only_seed.has_value();
+  const fs::path out = opt.output.empty() ? s.output : opt.output;
+  std::error_code made;
+  fs::create_directories(out / "runs", made);
+  if (made) throw InputError(out.string() + ": cannot create the output folder: " + made.message());
+  const OutputLock lock(out, opt.only_seed);
+  if (!resume) {
+    // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
+    for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());
+    fs::remove(out / "summary.json");
+  }
+  g_interrupted = 0;  // a process may run several scenarios (the Python module): start each unstopped
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+
+  ScenarioRunner runner(s, opt, std::move(seeds), out, resume);
+  if (!runner.run()) return {out, true};
+  if (opt.only_seed) return {out, false};  // the seed's records are written; the summary is the last run's
+  runner.write_outputs();
   render_report(out, !opt.progress);
   return {out, false};
 }
