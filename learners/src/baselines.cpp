@@ -224,42 +224,117 @@ Placement mincut_placement(const OpGraph& graph, const CostModel& cost, int seed
 
 // ---- HEFT --------------------------------------------------------------------------------------
 
-Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options) {
-  const Machine& machine = cost.machine();
-  const std::size_t n = graph.num_ops();
-  const auto cpu = machine.default_cpu();
-  std::vector<DeviceId> candidates = gpu_devices(machine);
-  if ((options.include_cpu || candidates.empty()) && cpu) candidates.push_back(*cpu);
-  if (candidates.empty()) throw InputError("heft: machine \"" + machine.name + "\" has no devices");
-  auto allowed = [&](OpId op) -> std::vector<DeviceId> {
-    if (graph.op(op).cpu_only && cpu) return {*cpu};
-    return candidates;
-  };
+namespace {
 
-  // Mean op time over the op's candidate devices, mean transfer time over ordered device pairs.
+// HEFT (Topcuoglu et al. 2002) with insertion, over the machine's streams and links: ops in
+// decreasing upward rank, each on the candidate device where it finishes first. Members are the
+// schedule so far, which every choice reads.
+class HeftScheduler {
+ public:
+  HeftScheduler(const OpGraph& graph, const CostModel& cost, const HeftOptions& options);
+  Placement run();
+
+ private:
+  using Interval = std::pair<double, double>;
+
+  std::vector<DeviceId> allowed(OpId op) const;
+  // Ops in decreasing upward rank: mean op time over the op's candidate devices plus the longest
+  // path below it, each edge at its mean transfer time over ordered device pairs.
+  std::vector<OpId> rank_order() const;
+  double mean_transfer(int64_t bytes) const;
+  // When `src`'s output over `t` is on device d; `commit` books the transfer's links.
+  double arrival(OpId src, const Tensor& t, DeviceId d, bool commit);
+  double earliest_finish(OpId op, DeviceId d, double ready, std::size_t& stream) const;
+  // Commits `op` to device d: its inputs' transfers (in input order; they may queue behind each
+  // other on a shared link), the earliest idle slot of one of d's streams, the group's device.
+  void schedule_on(OpId op, DeviceId d);
+  // The devices `op` may go to: its colocation group's device once it has one, else the
+  // candidates (those with room for the group's persistent bytes, under respect_memory).
+  std::vector<DeviceId> devices_for(OpId op) const;
+  DeviceId best_device(OpId op, const std::vector<DeviceId>& devs);
+  // Sources (variables, inputs) are placed with their first scheduled consumer, unless their
+  // colocation group already has a device: placed on their own at time 0 they would be spread
+  // over idle devices and drag their consumers and colocated updates after them.
+  bool is_deferred(OpId op) const { return graph_.in_degree(op) == 0 && !(graph_.op(op).cpu_only && cpu_); }
+  void place_deferred_input(OpId src, DeviceId consumer_device);
+
+  const OpGraph& graph_;
+  const CostModel& cost_;
+  const HeftOptions& options_;
+  const Machine& machine_;
+  const std::optional<DeviceId> cpu_;
+  std::vector<DeviceId> candidates_;
+  const Grouping coloc_;
+  std::vector<int64_t> group_persistent_;
+  std::vector<int> group_device_;
+  std::vector<int64_t> persistent_on_;
+  // Busy intervals per device stream, sorted and disjoint: HEFT's insertion policy puts an op into
+  // the earliest idle gap after its inputs arrive that is long enough, not only after the last op.
+  std::vector<std::vector<std::vector<Interval>>> busy_;
+  std::vector<double> finish_;
+  std::vector<bool> placed_;
+  Placement p_;
+  // Link directions are FIFO resources held for a whole transfer, and what crosses devices follows
+  // graph/transfers.h (the simulator's and the executors' rule): a producer's output goes to a
+  // device once, its largest data edge on the wire. Arrival times account for committed transfers.
+  std::vector<double> link_free_;
+  std::vector<int64_t> wire_;
+  std::unordered_map<uint64_t, double> arrived_;  // (producer, device) → arrival of its output there
+};
+
+HeftScheduler::HeftScheduler(const OpGraph& graph, const CostModel& cost, const HeftOptions& options)
+    : graph_(graph),
+      cost_(cost),
+      options_(options),
+      machine_(cost.machine()),
+      cpu_(machine_.default_cpu()),
+      candidates_(gpu_devices(machine_)),
+      coloc_(group_by_colocation(graph)),
+      group_persistent_(coloc_.num_groups(), 0),
+      group_device_(coloc_.num_groups(), -1),
+      persistent_on_(machine_.num_devices(), 0),
+      busy_(machine_.num_devices()),
+      finish_(graph.num_ops(), 0.0),
+      placed_(graph.num_ops(), false),
+      link_free_(machine_.num_link_directions(), 0.0),
+      wire_(wire_bytes(graph)) {
+  if ((options.include_cpu || candidates_.empty()) && cpu_) candidates_.push_back(*cpu_);
+  if (candidates_.empty()) throw InputError("heft: machine \"" + machine_.name + "\" has no devices");
+  p_.assign(graph.num_ops(), candidates_.front());
+  for (OpId op = 0; op < graph.num_ops(); ++op) group_persistent_[coloc_.group_of(op)] += graph.op(op).persistent_bytes;
+  for (DeviceId d = 0; d < machine_.num_devices(); ++d)
+    busy_[d].resize(static_cast<std::size_t>(std::max(1, machine_.devices[d].streams)));
+}
+
+std::vector<DeviceId> HeftScheduler::allowed(OpId op) const {
+  if (graph_.op(op).cpu_only && cpu_) return {*cpu_};
+  return candidates_;
+}
+
+double HeftScheduler::mean_transfer(int64_t bytes) const {
+  if (candidates_.size() < 2) return 0.0;
+  double s = 0;
+  for (DeviceId a : candidates_)
+    for (DeviceId b : candidates_)
+      if (a != b) s += cost_.transfer_time_s(bytes, a, b);
+  return s / static_cast<double>(candidates_.size() * (candidates_.size() - 1));
+}
+
+std::vector<OpId> HeftScheduler::rank_order() const {
+  const std::size_t n = graph_.num_ops();
   std::vector<double> mean_time(n);
   for (OpId op = 0; op < n; ++op) {
     const auto devs = allowed(op);
     double s = 0;
-    for (DeviceId d : devs) s += cost.op_time_s(graph.op(op), d);
+    for (DeviceId d : devs) s += cost_.op_time_s(graph_.op(op), d);
     mean_time[op] = s / static_cast<double>(devs.size());
   }
-  auto mean_transfer = [&](int64_t bytes) {
-    if (candidates.size() < 2) return 0.0;
-    double s = 0;
-    for (DeviceId a : candidates)
-      for (DeviceId b : candidates)
-        if (a != b) s += cost.transfer_time_s(bytes, a, b);
-    return s / static_cast<double>(candidates.size() * (candidates.size() - 1));
-  };
-  const std::vector<OpId> topo = graph.topological_order();
-  std::vector<std::size_t> topo_pos(n);
-  for (std::size_t i = 0; i < n; ++i) topo_pos[topo[i]] = i;
+  const std::vector<OpId> topo = graph_.topological_order();
   std::vector<double> rank(n, 0.0);
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     const OpId op = *it;
     double best = 0;
-    graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
+    graph_.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
       best = std::max(best, (t.control ? 0.0 : mean_transfer(t.bytes)) + rank[dst]);
     });
     rank[op] = mean_time[op] + best;
@@ -268,150 +343,136 @@ Placement heft_placement(const OpGraph& graph, const CostModel& cost, const Heft
   // Decreasing rank; equal ranks (zero-cost chains) keep topological order, so every op comes
   // after its predecessors.
   std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) { return rank[a] > rank[b]; });
+  return order;
+}
 
-  const Grouping coloc = group_by_colocation(graph);
-  std::vector<int64_t> group_persistent(coloc.num_groups(), 0);
-  for (OpId op = 0; op < n; ++op) group_persistent[coloc.group_of(op)] += graph.op(op).persistent_bytes;
-  std::vector<int> group_device(coloc.num_groups(), -1);
-  std::vector<int64_t> persistent_on(machine.num_devices(), 0);
-  // Busy intervals per device stream, sorted and disjoint: HEFT's insertion policy puts an op into
-  // the earliest idle gap after its inputs arrive that is long enough, not only after the last op.
-  using Interval = std::pair<double, double>;
-  std::vector<std::vector<std::vector<Interval>>> busy(machine.num_devices());
-  for (DeviceId d = 0; d < machine.num_devices(); ++d)
-    busy[d].resize(static_cast<std::size_t>(std::max(1, machine.devices[d].streams)));
-  auto earliest_start = [](const std::vector<Interval>& iv, double ready, double duration) {
-    auto it = std::upper_bound(iv.begin(), iv.end(), ready,
-                               [](double t, const Interval& x) { return t < x.second; });
-    double t = ready;
+double HeftScheduler::arrival(OpId src, const Tensor& t, DeviceId d, bool commit) {
+  if (p_[src] == d || t.control) return finish_[src];
+  const uint64_t key = (static_cast<uint64_t>(src) << 16) | d;
+  if (auto it = arrived_.find(key); it != arrived_.end()) return it->second;
+  const Route& route = machine_.route(p_[src], d);
+  double start = finish_[src];
+  for (LinkDirection h : route.hops) start = std::max(start, link_free_[h]);
+  const double end = start + cost_.transfer_time_s(wire_[src], p_[src], d);
+  if (commit) {
+    for (LinkDirection h : route.hops) link_free_[h] = end;
+    arrived_.emplace(key, end);
+  }
+  return end;
+}
+
+double HeftScheduler::earliest_finish(OpId op, DeviceId d, double ready, std::size_t& stream) const {
+  const auto earliest_start = [](const std::vector<Interval>& iv, double ready_at, double duration) {
+    auto it = std::upper_bound(iv.begin(), iv.end(), ready_at, [](double t, const Interval& x) { return t < x.second; });
+    double t = ready_at;
     for (; it != iv.end(); ++it) {
       if (it->first - t >= duration) return t;
       t = std::max(t, it->second);
     }
     return t;
   };
-  std::vector<double> finish(n, 0.0);
-  Placement p(n, candidates.front());
-
-  // Link directions are FIFO resources held for a whole transfer, and what crosses devices follows
-  // graph/transfers.h (the simulator's and the executors' rule): a producer's output goes to a
-  // device once, its largest data edge on the wire. Arrival times account for committed transfers.
-  std::vector<double> link_free(machine.num_link_directions(), 0.0);
-  const std::vector<int64_t> wire = wire_bytes(graph);
-  std::unordered_map<uint64_t, double> arrived;  // (producer, device) → arrival of its output there
-  auto arrival = [&](OpId src, const Tensor& t, DeviceId d, bool commit) {
-    if (p[src] == d || t.control) return finish[src];
-    const uint64_t key = (static_cast<uint64_t>(src) << 16) | d;
-    if (auto it = arrived.find(key); it != arrived.end()) return it->second;
-    const Route& route = machine.route(p[src], d);
-    double start = finish[src];
-    for (LinkDirection h : route.hops) start = std::max(start, link_free[h]);
-    const double end = start + cost.transfer_time_s(wire[src], p[src], d);
-    if (commit) {
-      for (LinkDirection h : route.hops) link_free[h] = end;
-      arrived.emplace(key, end);
+  const double duration = cost_.op_time_s(graph_.op(op), d);
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t s = 0; s < busy_[d].size(); ++s) {
+    const double f = earliest_start(busy_[d][s], ready, duration) + duration;
+    if (f < best) {
+      best = f;
+      stream = s;
     }
-    return end;
-  };
-  auto earliest_finish = [&](OpId op, DeviceId d, double ready, std::size_t& stream) {
-    const double duration = cost.op_time_s(graph.op(op), d);
-    double best = std::numeric_limits<double>::infinity();
-    for (std::size_t s = 0; s < busy[d].size(); ++s) {
-      const double f = earliest_start(busy[d][s], ready, duration) + duration;
-      if (f < best) {
-        best = f;
-        stream = s;
-      }
-    }
-    return best;
-  };
+  }
+  return best;
+}
 
-  std::vector<bool> placed(n, false);
-  // Commits `op` to device d: its inputs' transfers (in input order; they may queue behind each
-  // other on a shared link), the earliest idle slot of one of d's streams, the group's device.
-  auto schedule_on = [&](OpId op, DeviceId d) {
+void HeftScheduler::schedule_on(OpId op, DeviceId d) {
+  double ready = 0;
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, d, true)); });
+  std::size_t stream = 0;
+  const double f = earliest_finish(op, d, ready, stream);
+  p_[op] = d;
+  finish_[op] = f;
+  placed_[op] = true;
+  auto& iv = busy_[d][stream];
+  const Interval slot{f - cost_.op_time_s(graph_.op(op), d), f};
+  iv.insert(std::upper_bound(iv.begin(), iv.end(), slot), slot);
+  const GroupId g = coloc_.group_of(op);
+  if (group_device_[g] < 0) {
+    group_device_[g] = d;
+    persistent_on_[d] += group_persistent_[g];
+  }
+}
+
+void HeftScheduler::place_deferred_input(OpId src, DeviceId consumer_device) {
+  const GroupId gs = coloc_.group_of(src);
+  schedule_on(src, group_device_[gs] >= 0 ? static_cast<DeviceId>(group_device_[gs]) : consumer_device);
+}
+
+std::vector<DeviceId> HeftScheduler::devices_for(OpId op) const {
+  const GroupId g = coloc_.group_of(op);
+  if (group_device_[g] >= 0) return {static_cast<DeviceId>(group_device_[g])};
+  std::vector<DeviceId> devs = allowed(op);
+  if (!options_.respect_memory) return devs;
+  std::vector<DeviceId> fit;
+  for (DeviceId d : devs)
+    if (persistent_on_[d] + group_persistent_[g] <= machine_.devices[d].memory_bytes) fit.push_back(d);
+  return fit.empty() ? devs : fit;
+}
+
+DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) {
+  // On equal finish times prefer the device holding the op's largest input: symmetric machines
+  // produce many ties, and breaking them by device id would scatter chains for nothing.
+  int preferred = -1;
+  int64_t preferred_bytes = -1;
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+    if (placed_[src] && !t.control && t.bytes > preferred_bytes) {
+      preferred_bytes = t.bytes;
+      preferred = p_[src];
+    }
+  });
+  double best_finish = std::numeric_limits<double>::infinity();
+  DeviceId best_dev = devs.front();
+  for (DeviceId d : devs) {
     double ready = 0;
-    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, d, true)); });
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+      // An unplaced source would come along to d and run there first.
+      ready = std::max(ready, placed_[src] ? arrival(src, t, d, false) : cost_.op_time_s(graph_.op(src), d));
+    });
     std::size_t stream = 0;
     const double f = earliest_finish(op, d, ready, stream);
-    p[op] = d;
-    finish[op] = f;
-    placed[op] = true;
-    auto& iv = busy[d][stream];
-    const Interval slot{f - cost.op_time_s(graph.op(op), d), f};
-    iv.insert(std::upper_bound(iv.begin(), iv.end(), slot), slot);
-    const GroupId g = coloc.group_of(op);
-    if (group_device[g] < 0) {
-      group_device[g] = d;
-      persistent_on[d] += group_persistent[g];
+    const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
+    if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
+      best_finish = f;
+      best_dev = d;
     }
-  };
-  // Sources (variables, inputs) are placed with their first scheduled consumer, unless their
-  // colocation group already has a device: placed on their own at time 0 they would be spread
-  // over idle devices and drag their consumers and colocated updates after them.
-  auto is_deferred = [&](OpId op) { return graph.in_degree(op) == 0 && !(graph.op(op).cpu_only && cpu); };
-  auto place_deferred_input = [&](OpId src, DeviceId consumer_device) {
-    const GroupId gs = coloc.group_of(src);
-    schedule_on(src, group_device[gs] >= 0 ? static_cast<DeviceId>(group_device[gs]) : consumer_device);
-  };
+  }
+  return best_dev;
+}
 
-  for (OpId op : order) {
-    if (placed[op] || is_deferred(op)) continue;
+Placement HeftScheduler::run() {
+  for (OpId op : rank_order()) {
+    if (placed_[op] || is_deferred(op)) continue;
     // Inputs whose device is already decided by their colocation group are placed now.
-    graph.for_each_in_edge(op, [&](OpId src, const Tensor&) {
-      if (!placed[src] && group_device[coloc.group_of(src)] >= 0) place_deferred_input(src, 0);
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      if (!placed_[src] && group_device_[coloc_.group_of(src)] >= 0) place_deferred_input(src, 0);
     });
-    const GroupId g = coloc.group_of(op);
-    std::vector<DeviceId> devs;
-    if (group_device[g] >= 0) {
-      devs = {static_cast<DeviceId>(group_device[g])};
-    } else {
-      devs = allowed(op);
-      if (options.respect_memory) {
-        std::vector<DeviceId> fit;
-        for (DeviceId d : devs)
-          if (persistent_on[d] + group_persistent[g] <= machine.devices[d].memory_bytes) fit.push_back(d);
-        if (!fit.empty()) devs = std::move(fit);
-      }
-    }
-    // On equal finish times prefer the device holding the op's largest input: symmetric machines
-    // produce many ties, and breaking them by device id would scatter chains for nothing.
-    int preferred = -1;
-    int64_t preferred_bytes = -1;
-    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-      if (placed[src] && !t.control && t.bytes > preferred_bytes) {
-        preferred_bytes = t.bytes;
-        preferred = p[src];
-      }
+    const DeviceId d = best_device(op, devices_for(op));
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      if (!placed_[src]) place_deferred_input(src, d);
     });
-    double best_finish = std::numeric_limits<double>::infinity();
-    DeviceId best_dev = devs.front();
-    for (DeviceId d : devs) {
-      double ready = 0;
-      graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-        // An unplaced source would come along to d and run there first.
-        ready = std::max(ready, placed[src] ? arrival(src, t, d, false) : cost.op_time_s(graph.op(src), d));
-      });
-      std::size_t stream = 0;
-      const double f = earliest_finish(op, d, ready, stream);
-      const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
-      if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
-        best_finish = f;
-        best_dev = d;
-      }
-    }
-    graph.for_each_in_edge(op, [&](OpId src, const Tensor&) {
-      if (!placed[src]) place_deferred_input(src, best_dev);
-    });
-    schedule_on(op, best_dev);
+    schedule_on(op, d);
   }
   // Sources nobody consumes.
-  for (OpId op : topo)
-    if (!placed[op]) {
-      const GroupId g = coloc.group_of(op);
-      schedule_on(op, group_device[g] >= 0 ? static_cast<DeviceId>(group_device[g]) : allowed(op).front());
+  for (OpId op : graph_.topological_order())
+    if (!placed_[op]) {
+      const GroupId g = coloc_.group_of(op);
+      schedule_on(op, group_device_[g] >= 0 ? static_cast<DeviceId>(group_device_[g]) : allowed(op).front());
     }
-  return p;
+  return p_;
+}
+
+}  // namespace
+
+Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options) {
+  return HeftScheduler(graph, cost, options).run();
 }
 
 // ---- Registry entries --------------------------------------------------------------------------
