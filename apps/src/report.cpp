@@ -1,10 +1,18 @@
 // report.md and the plots of a run folder, rendered from summary.json (so `placelab report` can
 // redo them without re-running anything).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -70,9 +78,8 @@ fs::path plot_script() {
   return fs::path(PLACELAB_SOURCE_DIR) / "apps" / "plots" / "plot_run.py";
 }
 
-}  // namespace
-
-void render_report(const fs::path& dir, bool quiet) {
+// summary.json of a run folder, checked to be one.
+json read_summary(const fs::path& dir) {
   const fs::path summary_path = dir / "summary.json";
   std::ifstream in(summary_path);
   if (!in) throw InputError(summary_path.string() + ": cannot read (is this a placelab run folder?)");
@@ -84,8 +91,11 @@ void render_report(const fs::path& dir, bool quiet) {
   }
   if (s.value("format", "") != "placelab-run-1")
     throw InputError(summary_path.string() + ": format = " + s.value("format", "(none)") + ": must be placelab-run-1");
+  return s;
+}
 
-  std::ostringstream md;
+// The title, description and the settings table: model, machine, grouping, budget.
+void settings_section(std::ostream& md, json& s) {
   md << "# " << s["scenario"].get<std::string>() << "\n\n";
   if (!s["description"].get<std::string>().empty()) md << s["description"].get<std::string>() << "\n\n";
   md << "| setting | value |\n|---|---|\n";
@@ -112,7 +122,10 @@ void render_report(const fs::path& dir, bool quiet) {
   md << "; learners place on " << s["devices"].get<std::string>() << " devices |\n";
   md << "| budget | " << s["samples"] << " samples per learner and seed, batches of " << s["batch"] << ", seeds "
      << s["seeds"].dump() << " |\n\n";
+}
 
+// Every baseline and learner against policy gradient, the lower bound and the paper's figures.
+void step_time_section(std::ostream& md, json& s) {
   // Policy gradient is the reference the papers measure reductions against: the first learner, in
   // registry order, marked as policy gradient that this run has results for (else that the paper
   // has a figure for, so the paper's column still compares).
@@ -166,71 +179,119 @@ void render_report(const fs::path& dir, bool quiet) {
     md << "\nPaper figures: " << paper["source"].get<std::string>() << ".\n";
   if (!paper.value("notes", "").empty())
     md << "\n### Where the simulation differs from the paper\n\n" << paper["notes"].get<std::string>() << "\n";
-  if (s.contains("best"))
-    md << "\nBest placement found: **" << s["best"]["name"].get<std::string>() << "** (seed " << s["best"]["seed"]
-       << ") at " << fmt::format("{:.4f}", s["best"]["step_time_s"].get<double>())
-       << " s/step — `best_placement.json`, its simulated step in `timeline.json` (open in https://ui.perfetto.dev).\n";
-  if (s.contains("best") && s["best"].contains("learned_grouping")) {
-    // hierarchical and eagle learn their groups: the best placement's, largest first (all of them,
-    // every op's, in best_grouping.json).
-    const json& lg = s["best"]["learned_grouping"];
-    md << "\nIts learned grouping: " << lg["non_empty"].get<std::size_t>()
-       << " non-empty groups (`best_grouping.json` has every op's). The largest:\n\n"
-       << "| group (deepest scope of 80 % of its ops) | ops | GFLOP | device |\n|---|---|---|---|\n";
-    std::size_t shown = 0;
-    for (const json& g : lg["groups"]) {
-      if (shown++ == 12) break;
-      md << "| " << g["name"].get<std::string>() << " | " << g["ops"].get<std::size_t>() << " | "
-         << fmt::format("{:.2f}", g["gflops"].get<double>()) << " | " << g["device"].get<std::string>() << " |\n";
-    }
-  }
+}
 
-  if (!s["verifications"].empty()) {
-    // With `verify: {in_situ: true}` the records also hold the simulator's prediction with the
-    // kernels re-timed during the measurement: two more columns.
-    bool in_situ = false;
-    for (const json& v : s["verifications"]) in_situ = in_situ || v.contains("in_situ_predicted_s");
-    const auto error = [](const json& predicted, const json& measured) {
-      return measured.is_null() || predicted.is_null()
-                 ? std::string()
-                 : fmt::format("{:+.1f} %", 100 * (predicted.get<double>() - measured.get<double>()) / measured.get<double>());
-    };
-    md << "\n## Verification on hardware (best placement so far, simulated vs measured)\n\n";
-    md << "| learner | seed | sample | simulated s | measured s | error |"
-       << (in_situ ? " simulated, kernels re-timed in situ | error |" : "") << " measured by |\n|---|---|---|---|---|---|"
-       << (in_situ ? "---|---|" : "") << "---|\n";
-    for (const json& v : s["verifications"]) {
-      std::string meas = v["measured_s"].is_null() ? "OOM" : fmt::format("{:.4f}", v["measured_s"].get<double>());
-      md << "| " << v["algorithm"].get<std::string>() << " | " << v["seed"] << " | " << v["sample"] << " | "
-         << fmt::format("{:.4f}", v["predicted_s"].get<double>()) << " | " << meas << " | "
-         << error(v["predicted_s"], v["measured_s"]) << " | ";
-      if (in_situ) {
-        const json p = v.value("in_situ_predicted_s", json(nullptr));
-        md << (p.is_null() ? "" : fmt::format("{:.4f}", p.get<double>())) << " | " << error(p, v["measured_s"]) << " | ";
-      }
-      md << v["source"].get<std::string>() << " |\n";
-    }
-    if (in_situ)
-      md << "\nThe first prediction uses the machine file's kernel times, as training did; the second re-times "
-            "the graph's kernels in situ around each measurement (`verify: {in_situ: true}`), so their gap is "
-            "the machine's drift since calibration rather than the cost model's error.\n";
+// The best placement found and, from hierarchical and eagle, its learned grouping's largest groups
+// (all of them, every op's, in best_grouping.json).
+void best_section(std::ostream& md, json& s) {
+  if (!s.contains("best")) return;
+  md << "\nBest placement found: **" << s["best"]["name"].get<std::string>() << "** (seed " << s["best"]["seed"]
+     << ") at " << fmt::format("{:.4f}", s["best"]["step_time_s"].get<double>())
+     << " s/step — `best_placement.json`, its simulated step in `timeline.json` (open in https://ui.perfetto.dev).\n";
+  if (!s["best"].contains("learned_grouping")) return;
+  const json& lg = s["best"]["learned_grouping"];
+  md << "\nIts learned grouping: " << lg["non_empty"].get<std::size_t>()
+     << " non-empty groups (`best_grouping.json` has every op's). The largest:\n\n"
+     << "| group (deepest scope of 80 % of its ops) | ops | GFLOP | device |\n|---|---|---|---|\n";
+  std::size_t shown = 0;
+  for (const json& g : lg["groups"]) {
+    if (shown++ == 12) break;
+    md << "| " << g["name"].get<std::string>() << " | " << g["ops"].get<std::size_t>() << " | "
+       << fmt::format("{:.2f}", g["gflops"].get<double>()) << " | " << g["device"].get<std::string>() << " |\n";
   }
+}
 
-  // Plots: a missing matplotlib is reported, never fatal (the numbers above are the result).
-  const fs::path script = plot_script();
+// The verification records: simulated against measured, and with `verify: {in_situ: true}` the
+// prediction with the kernels re-timed during the measurement (two more columns).
+void verification_section(std::ostream& md, json& s) {
+  if (s["verifications"].empty()) return;
+  bool in_situ = false;
+  for (const json& v : s["verifications"]) in_situ = in_situ || v.contains("in_situ_predicted_s");
+  const auto error = [](const json& predicted, const json& measured) {
+    return measured.is_null() || predicted.is_null()
+               ? std::string()
+               : fmt::format("{:+.1f} %", 100 * (predicted.get<double>() - measured.get<double>()) / measured.get<double>());
+  };
+  md << "\n## Verification on hardware (best placement so far, simulated vs measured)\n\n";
+  md << "| learner | seed | sample | simulated s | measured s | error |"
+     << (in_situ ? " simulated, kernels re-timed in situ | error |" : "") << " measured by |\n|---|---|---|---|---|---|"
+     << (in_situ ? "---|---|" : "") << "---|\n";
+  for (const json& v : s["verifications"]) {
+    std::string meas = v["measured_s"].is_null() ? "OOM" : fmt::format("{:.4f}", v["measured_s"].get<double>());
+    md << "| " << v["algorithm"].get<std::string>() << " | " << v["seed"] << " | " << v["sample"] << " | "
+       << fmt::format("{:.4f}", v["predicted_s"].get<double>()) << " | " << meas << " | "
+       << error(v["predicted_s"], v["measured_s"]) << " | ";
+    if (in_situ) {
+      const json p = v.value("in_situ_predicted_s", json(nullptr));
+      md << (p.is_null() ? "" : fmt::format("{:.4f}", p.get<double>())) << " | " << error(p, v["measured_s"]) << " | ";
+    }
+    md << v["source"].get<std::string>() << " |\n";
+  }
+  if (in_situ)
+    md << "\nThe first prediction uses the machine file's kernel times, as training did; the second re-times "
+          "the graph's kernels in situ around each measurement (`verify: {in_situ: true}`), so their gap is "
+          "the machine's drift since calibration rather than the cost model's error.\n";
+}
+
+// Runs the plot script on the run folder, its output on stderr (or nowhere when quiet); its exit
+// status, or -1 when it could not start. Arguments go to the program as they are, never through a
+// shell, so any folder name works.
+int run_plot_script(const fs::path& script, const fs::path& dir, bool quiet) {
   const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  const std::string cmd = "MPLBACKEND=Agg " + python + " '" + script.string() + "' '" + dir.string() + "'" +
-                          (quiet ? " >/dev/null 2>&1" : " 1>&2");
-  const int rc = fs::exists(script) ? std::system(cmd.c_str()) : -1;
+  std::vector<std::string> args = {python, script.string(), dir.string()};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string backend = "MPLBACKEND=Agg";
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::string_view(*e).substr(0, 11) != "MPLBACKEND=") envp.push_back(*e);
+  envp.push_back(backend.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, 2, 1);  // the report goes to stdout; the plots' words to stderr
+  }
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The plots, made by the plot script: a missing matplotlib is reported, never fatal (the numbers
+// above are the result).
+void plots_section(std::ostream& md, const fs::path& dir, bool quiet) {
+  const fs::path script = plot_script();
+  const int rc = fs::exists(script) ? run_plot_script(script, dir, quiet) : -1;
   md << "\n## Plots\n\n";
   if (rc == 0) {
     if (fs::exists(dir / "learning_curves.png")) md << "![learning curves](learning_curves.png)\n\n";
     if (fs::exists(dir / "timeline.png")) md << "![timeline of the best placement](timeline.png)\n";
-  } else {
-    md << "Plots were not made (" << (fs::exists(script) ? "the plot script failed" : "plot script not found at " + script.string())
-       << "); install python3-matplotlib and run `placelab report " << dir.string() << "`.\n";
-    if (!quiet) fmt::print(stderr, "warning: plots not made; see {}\n", (dir / "report.md").string());
+    return;
   }
+  md << "Plots were not made (" << (fs::exists(script) ? "the plot script failed" : "plot script not found at " + script.string())
+     << "); install python3-matplotlib and run `placelab report " << dir.string() << "`.\n";
+  if (!quiet) fmt::print(stderr, "warning: plots not made; see {}\n", (dir / "report.md").string());
+}
+
+}  // namespace
+
+void render_report(const fs::path& dir, bool quiet) {
+  json s = read_summary(dir);  // not const: a missing key reads as null, then fails to convert (an error, not UB)
+  std::ostringstream md;
+  settings_section(md, s);
+  step_time_section(md, s);
+  best_section(md, s);
+  verification_section(md, s);
+  plots_section(md, dir, quiet);
   write_file_atomically(dir / "report.md", md.str());
 }
 

@@ -836,6 +836,24 @@ TEST_F(Cli, ReportRerendersAndSweepTabulates) {
   EXPECT_TRUE(fs::exists(dir_ / "a" / "report.md"));
   EXPECT_NE(rep.out.find("| post | learner |"), std::string::npos) << rep.out;
   EXPECT_EQ(placelab("report " + (dir_ / "nothing").string()).status, 2);
+
+  // The plot script gets the folder as an argument, not through a shell: a quote, a space or a
+  // `$(...)` in its name neither breaks the plots nor runs anything.
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "python3-matplotlib is not installed: the plots of an oddly named folder are not checked";
+  // (Through `sh -c '… '<folder>''`, as the report once ran it, this name ran `touch pwned`.)
+  const fs::path odd = dir_ / "it's $(touch pwned) run's";
+  fs::copy(dir_ / "a", odd, fs::copy_options::recursive);
+  for (const char* png : {"learning_curves.png", "timeline.png"}) fs::remove(odd / png);
+  std::string quoted_name = "'";
+  for (char c : odd.string()) quoted_name += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  CliResult quoted = placelab("report " + quoted_name + "'");
+  ASSERT_EQ(quoted.status, 0) << quoted.out;
+  EXPECT_TRUE(fs::exists(odd / "learning_curves.png")) << quoted.out;
+  EXPECT_TRUE(fs::exists(odd / "timeline.png")) << quoted.out;
+  EXPECT_NE(slurp(odd / "report.md").find("![learning curves](learning_curves.png)"), std::string::npos);
+  EXPECT_FALSE(fs::exists("pwned"));
+  EXPECT_FALSE(fs::exists(dir_ / "pwned"));
 }
 
 TEST_F(Cli, ModelsExportInspect) {
