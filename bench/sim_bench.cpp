@@ -38,7 +38,7 @@ class BenchCostModel : public CostModel {
   explicit BenchCostModel(const Machine& machine) : CostModel(machine) {}
   double model_op_time_s(const Op& op, DeviceId device) const override {
     const Device& d = machine().devices[device];
-    return d.launch_overhead_s + op.flops / d.peak_flops;
+    return d.launch_overhead_s + op.flops / d.peak_flops_per_s;
   }
   std::string describe() const override { return "bench: flops / peak"; }
 };
@@ -51,7 +51,7 @@ Machine bench_machine() {
   Device cpu;
   cpu.name = "cpu:0";
   cpu.kind = DeviceKind::kCpu;
-  cpu.peak_flops = 1e12;
+  cpu.peak_flops_per_s = 1e12;
   cpu.memory_bandwidth_Bps = 60e9;
   cpu.memory_bytes = int64_t{256} << 30;
   cpu.streams = 4;
@@ -61,7 +61,7 @@ Machine bench_machine() {
     Device gpu;
     gpu.name = "gpu:" + std::to_string(i);
     gpu.kind = DeviceKind::kGpu;
-    gpu.peak_flops = 8e12;
+    gpu.peak_flops_per_s = 8e12;
     gpu.memory_bandwidth_Bps = 480e9;
     gpu.memory_bytes = int64_t{12} << 30;
     gpu.launch_overhead_s = 5e-6;
@@ -188,7 +188,7 @@ Machine random_machine(int n, uint64_t seed) {
   m.name = "bench";
   const int switches = std::max(1, n / 25);
   for (int i = 0; i < n; ++i)
-    m.devices.push_back({.name = "gpu:" + std::to_string(i), .kind = DeviceKind::kGpu, .peak_flops = 1e13,
+    m.devices.push_back({.name = "gpu:" + std::to_string(i), .kind = DeviceKind::kGpu, .peak_flops_per_s = 1e13,
                          .memory_bandwidth_Bps = 1e11, .memory_bytes = int64_t{1} << 34});
   for (int i = 0; i < switches; ++i) m.switches.push_back("sw:" + std::to_string(i));
   auto link = [&](const std::string& a, const std::string& b) {

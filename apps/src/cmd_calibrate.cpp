@@ -78,7 +78,7 @@ void print_calibration(const Machine& m, const Calibration& c) {
     for (const auto& [cls, fit] : d.fits)
       fits += fmt::format("{}{}: {:.0f} %", fits.empty() ? "" : ", ", kernel_class_name(cls), 100 * fit.rms_relative_error);
     fmt::print("{:<8} {:>8} {:>10.3f} {:>12} {:>12}  {}\n", d.device, d.kernel_times_s.size(),
-               id ? m.devices[*id].peak_flops / 1e12 : 0.0, id ? format_rate(m.devices[*id].memory_bandwidth_Bps) : "",
+               id ? m.devices[*id].peak_flops_per_s / 1e12 : 0.0, id ? format_rate(m.devices[*id].memory_bandwidth_Bps) : "",
                id ? format_seconds(m.devices[*id].launch_overhead_s) : "", fits);
   }
   for (const CopyCalibration& cc : c.copies)

@@ -53,7 +53,7 @@ void print_devices(std::span<const Device* const> devices, bool local) {
   for (const Device* d : devices) {
     const std::string name = local ? d->name.substr(node_of(d->name).size() + 1) : d->name;
     fmt::print("{:<10} {:<4} {:>8.2f} {:>10} {:>11} {:>7} {:>9}  {}\n", name, device_kind_name(d->kind),
-               d->peak_flops / 1e12, format_rate(d->memory_bandwidth_Bps), format_bytes(d->memory_bytes), d->streams,
+               d->peak_flops_per_s / 1e12, format_rate(d->memory_bandwidth_Bps), format_bytes(d->memory_bytes), d->streams,
                format_seconds(d->launch_overhead_s), d->model);
   }
 }
@@ -159,7 +159,7 @@ std::vector<NodeView> cluster_nodes(const Machine& m) {
     for (DeviceId d : n.devices) {
       const Device& x = m.devices[d];
       n.layout += fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{};", x.name.substr(strip), device_kind_name(x.kind), x.model,
-                              x.peak_flops, x.memory_bandwidth_Bps, x.memory_bytes, x.streams, x.launch_overhead_s,
+                              x.peak_flops_per_s, x.memory_bandwidth_Bps, x.memory_bytes, x.streams, x.launch_overhead_s,
                               x.copy_engine);
     }
     for (const std::string& s : n.switches) n.layout += s + ";";

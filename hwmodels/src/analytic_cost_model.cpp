@@ -66,7 +66,7 @@ AnalyticCostModel::AnalyticCostModel(const Machine& machine, Options options)
   options_.validate();
   // Each device against the distinct ones seen so far: a machine has few device types.
   auto same_costs = [](const Device& a, const Device& b) {
-    return a.kind == b.kind && a.peak_flops == b.peak_flops && a.memory_bandwidth_Bps == b.memory_bandwidth_Bps &&
+    return a.kind == b.kind && a.peak_flops_per_s == b.peak_flops_per_s && a.memory_bandwidth_Bps == b.memory_bandwidth_Bps &&
            a.launch_overhead_s == b.launch_overhead_s && a.efficiency == b.efficiency;
   };
   std::vector<DeviceId> distinct;
@@ -99,14 +99,14 @@ double AnalyticCostModel::model_op_time_s(const Op& op, DeviceId device) const {
     const bool winograd = conv && op.kernel.dims[5] == 3 && op.kernel.dims[6] == 3 && op.kernel.dims[7] == 1;
     const double compute_max = e.compute_max * (winograd ? p.winograd_speedup : 1.0);
     // flops / (peak · compute_max · flops / (flops + half)) = (flops + half) / (peak · compute_max).
-    const double compute_s = flops > 0 ? (flops + e.compute_half_flops) / (d.peak_flops * compute_max) : 0;
+    const double compute_s = flops > 0 ? (flops + e.compute_half_flops) / (d.peak_flops_per_s * compute_max) : 0;
     const double memory_s = bytes > 0 ? (bytes + e.memory_half_bytes) / (d.memory_bandwidth_Bps * e.memory_max) : 0;
     return d.launch_overhead_s + std::max(compute_s, memory_s);
   }
   if (op.kernel.cls == KernelClass::kNoop) return d.launch_overhead_s;
   const ClassEfficiency& e =
       options_.efficiency[efficiency_index(d.kind)][static_cast<std::size_t>(op.kernel.cls)];
-  const double compute_s = flops / (d.peak_flops * e.compute);
+  const double compute_s = flops / (d.peak_flops_per_s * e.compute);
   const double memory_s = bytes / (d.memory_bandwidth_Bps * e.memory);
   return d.launch_overhead_s + std::max(compute_s, memory_s);
 }

@@ -698,7 +698,7 @@ std::string machine_yaml(const Machine& m, bool as_block) {
     o << in << "  - name: " << yaml_quoted(d.name) << "\n";
     o << in << "    kind: " << device_kind_name(d.kind) << "\n";
     if (!d.model.empty()) o << in << "    model: " << yaml_quoted(d.model) << "\n";
-    o << in << "    peak_flops: " << num(d.peak_flops) << "\n";
+    o << in << "    peak_flops: " << num(d.peak_flops_per_s) << "\n";
     o << in << "    memory_bandwidth_Bps: " << num(d.memory_bandwidth_Bps) << "\n";
     o << in << "    memory_bytes: " << d.memory_bytes << "\n";
     o << in << "    streams: " << d.streams << "\n";

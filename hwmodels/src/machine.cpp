@@ -102,8 +102,8 @@ void Machine::finalize() {
     std::string where = "devices[" + std::to_string(i) + "]";
     if (d.name.empty()) throw MachineError(where + ".name", "", "must not be empty");
     if (!node.emplace(d.name, i).second) throw MachineError(where + ".name", d.name, "duplicate name");
-    if (!positive(d.peak_flops))
-      throw MachineError(where + ".peak_flops", format_number(d.peak_flops), "must be a finite number > 0");
+    if (!positive(d.peak_flops_per_s))
+      throw MachineError(where + ".peak_flops", format_number(d.peak_flops_per_s), "must be a finite number > 0");
     if (!positive(d.memory_bandwidth_Bps))
       throw MachineError(where + ".memory_bandwidth_Bps", format_number(d.memory_bandwidth_Bps),
                          "must be a finite number > 0");

@@ -431,7 +431,7 @@ class MachineReader {
       fail(field_line(path, "kind"), path + ".kind", kind, "must be cpu or gpu");
     }
     if (node["model"]) d.model = read_string(node, path, "model");
-    d.peak_flops = read_quantity(node, path, "peak_flops", Quantity::kFlops, false);
+    d.peak_flops_per_s = read_quantity(node, path, "peak_flops", Quantity::kFlops, false);
     d.memory_bandwidth_Bps = read_quantity(node, path, "memory_bandwidth_Bps", Quantity::kBandwidth, false);
     double bytes = read_quantity(node, path, "memory_bytes", Quantity::kBytes, false);
     if (bytes > 0x1p62)

@@ -153,7 +153,7 @@ Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const Sc
   const Grouping units = group_by_colocation(graph);
   DeviceId fastest = targets.front();
   for (DeviceId d : targets)
-    if (machine.devices[d].peak_flops > machine.devices[fastest].peak_flops) fastest = d;
+    if (machine.devices[d].peak_flops_per_s > machine.devices[fastest].peak_flops_per_s) fastest = d;
   const detail::WeightedGraph wg =
       detail::contract_graph(graph, units, [&](OpId op) { return cost.op_time_s(graph.op(op), fastest); });
 
@@ -178,11 +178,11 @@ Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const Sc
           cheapest = std::min(cheapest, c);
         }
     double max_flops = 0;
-    for (DeviceId d : targets) max_flops = std::max(max_flops, machine.devices[d].peak_flops);
+    for (DeviceId d : targets) max_flops = std::max(max_flops, machine.devices[d].peak_flops_per_s);
     std::vector<SCOTCH_Num> tverttab{0}, tvelo, tedge, tedlo;
     for (std::size_t a = 0; a < t; ++a) {
       tvelo.push_back(static_cast<SCOTCH_Num>(
-          std::max(1LL, std::llround(1000.0 * machine.devices[targets[a]].peak_flops / std::max(max_flops, 1.0)))));
+          std::max(1LL, std::llround(1000.0 * machine.devices[targets[a]].peak_flops_per_s / std::max(max_flops, 1.0)))));
       for (std::size_t b = 0; b < t; ++b) {
         if (a == b) continue;
         tedge.push_back(static_cast<SCOTCH_Num>(b));

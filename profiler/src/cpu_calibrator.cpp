@@ -377,7 +377,7 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
     m.devices.push_back(Device{.name = "cpu:" + std::to_string(d),
                                .kind = DeviceKind::kCpu,
                                .model = cpu_model_name() + " (cores " + cores_text(cores[d]) + ")",
-                               .peak_flops = peak_flops[d],
+                               .peak_flops_per_s = peak_flops[d],
                                .memory_bandwidth_Bps = peak_bw[d],
                                .memory_bytes = memory,
                                .streams = static_cast<int>(cores[d].size()),

@@ -11,9 +11,9 @@ namespace {
 // One GPU (1 TFLOP/s, 100 GB/s, 5 µs launch) and one CPU (100 GFLOP/s, 20 GB/s, 2 µs) on a link.
 Machine toy() {
   Machine m;
-  m.devices = {{.name = "gpu:0", .kind = DeviceKind::kGpu, .peak_flops = 1e12, .memory_bandwidth_Bps = 100e9,
+  m.devices = {{.name = "gpu:0", .kind = DeviceKind::kGpu, .peak_flops_per_s = 1e12, .memory_bandwidth_Bps = 100e9,
                 .memory_bytes = 1 << 30, .streams = 1, .launch_overhead_s = 5e-6},
-               {.name = "cpu:0", .kind = DeviceKind::kCpu, .peak_flops = 100e9, .memory_bandwidth_Bps = 20e9,
+               {.name = "cpu:0", .kind = DeviceKind::kCpu, .peak_flops_per_s = 100e9, .memory_bandwidth_Bps = 20e9,
                 .memory_bytes = 1 << 30, .streams = 2, .launch_overhead_s = 2e-6}};
   m.links = {{.a = "cpu:0", .b = "gpu:0", .kind = LinkKind::kPcie, .bandwidth_Bps = 10e9, .latency_s = 1e-6}};
   m.finalize();

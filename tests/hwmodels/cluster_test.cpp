@@ -23,7 +23,7 @@ Machine cpu_node(double link_latency_s = 4e-6) {
   Machine m;
   m.name = "localhost";
   for (int i = 0; i < 2; ++i)
-    m.devices.push_back({.name = "cpu:" + std::to_string(i), .kind = DeviceKind::kCpu, .peak_flops = 1e11,
+    m.devices.push_back({.name = "cpu:" + std::to_string(i), .kind = DeviceKind::kCpu, .peak_flops_per_s = 1e11,
                          .memory_bandwidth_Bps = 2e10, .memory_bytes = int64_t{1} << 33, .streams = 2,
                          .launch_overhead_s = 2e-6, .copy_engine = false});
   m.links.push_back({.a = "cpu:0", .b = "cpu:1", .kind = LinkKind::kMemory, .bandwidth_Bps = 5e9,

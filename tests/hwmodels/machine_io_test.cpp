@@ -85,14 +85,14 @@ TEST(MachineYaml, ParsesPlainNumbersAndHumanUnits) {
   ASSERT_EQ(m.num_devices(), 2u);
   const Device& c = m.devices[0];
   EXPECT_EQ(c.kind, DeviceKind::kCpu);
-  EXPECT_DOUBLE_EQ(c.peak_flops, 1e11);
+  EXPECT_DOUBLE_EQ(c.peak_flops_per_s, 1e11);
   EXPECT_DOUBLE_EQ(c.memory_bandwidth_Bps, 10e9);
   EXPECT_EQ(c.memory_bytes, int64_t{8} << 30);
   EXPECT_EQ(c.streams, 2);
   EXPECT_DOUBLE_EQ(c.launch_overhead_s, 3e-6);
   const Device& g = m.devices[1];
   EXPECT_EQ(g.kind, DeviceKind::kGpu);
-  EXPECT_DOUBLE_EQ(g.peak_flops, 4.37e12);
+  EXPECT_DOUBLE_EQ(g.peak_flops_per_s, 4.37e12);
   EXPECT_DOUBLE_EQ(g.memory_bandwidth_Bps, 240e9);
   EXPECT_EQ(g.memory_bytes, 12'000'000'000);
   EXPECT_DOUBLE_EQ(g.launch_overhead_s, 5e-6);
@@ -132,7 +132,7 @@ TEST(MachineYaml, EveryUnitOfTheTable) {
   for (const Case& c : cases) {
     Machine m = parse_machine_yaml(with_line(c.line, c.text), "t.yaml");
     const Device& g = m.devices[1];
-    double got = c.line == 12 ? g.peak_flops
+    double got = c.line == 12 ? g.peak_flops_per_s
                  : c.line == 13 ? g.memory_bandwidth_Bps
                  : c.line == 14 ? static_cast<double>(g.memory_bytes)
                                 : g.launch_overhead_s;

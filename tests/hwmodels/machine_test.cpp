@@ -11,7 +11,7 @@ namespace placelab {
 namespace {
 
 Device gpu(std::string name) {
-  return {.name = std::move(name), .kind = DeviceKind::kGpu, .peak_flops = 4e12, .memory_bandwidth_Bps = 240e9,
+  return {.name = std::move(name), .kind = DeviceKind::kGpu, .peak_flops_per_s = 4e12, .memory_bandwidth_Bps = 240e9,
           .memory_bytes = 12'000'000'000, .streams = 1, .launch_overhead_s = 5e-6};
 }
 Device cpu(std::string name) {

@@ -128,7 +128,7 @@ TEST(Presets, K80DeviceCountsAndBoards) {
   EXPECT_EQ(load_machine("k80x8").num_devices(), 9u);
   Machine m = load_machine("k80x4");
   const Device& die = m.devices[id(m, "gpu:0")];
-  EXPECT_DOUBLE_EQ(die.peak_flops, 4.37e12);
+  EXPECT_DOUBLE_EQ(die.peak_flops_per_s, 4.37e12);
   EXPECT_EQ(die.streams, 1);
   EXPECT_EQ(m.devices[id(m, "cpu:0")].kind, DeviceKind::kCpu);
 }

@@ -91,12 +91,12 @@ inline std::vector<DeviceId> device_range(std::size_t n) {
 inline Machine toy_machine(int gpus) {
   Machine m;
   m.name = "toy";
-  m.devices.push_back({.name = "cpu:0", .kind = DeviceKind::kCpu, .model = "toy cpu", .peak_flops = 1e12,
+  m.devices.push_back({.name = "cpu:0", .kind = DeviceKind::kCpu, .model = "toy cpu", .peak_flops_per_s = 1e12,
                        .memory_bandwidth_Bps = 50e9, .memory_bytes = int64_t{64} << 30, .streams = 4,
                        .launch_overhead_s = 0});
   for (int i = 0; i < gpus; ++i)
     m.devices.push_back({.name = "gpu:" + std::to_string(i), .kind = DeviceKind::kGpu, .model = "toy gpu",
-                         .peak_flops = 10e12, .memory_bandwidth_Bps = 500e9, .memory_bytes = int64_t{8} << 30,
+                         .peak_flops_per_s = 10e12, .memory_bandwidth_Bps = 500e9, .memory_bytes = int64_t{8} << 30,
                          .streams = 1, .launch_overhead_s = 0});
   m.switches = {"pcie:0"};
   for (const auto& d : m.devices)
@@ -109,7 +109,7 @@ inline Machine toy_machine(int gpus) {
 class FlopsCostModel : public CostModel {
  public:
   explicit FlopsCostModel(const Machine& machine) : CostModel(machine) {}
-  double model_op_time_s(const Op& op, DeviceId device) const override { return op.flops / machine().devices[device].peak_flops; }
+  double model_op_time_s(const Op& op, DeviceId device) const override { return op.flops / machine().devices[device].peak_flops_per_s; }
   std::string describe() const override { return "flops / peak (test)"; }
 };
 

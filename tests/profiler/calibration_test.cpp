@@ -17,7 +17,7 @@ Machine two_cpus() {
   Machine m;
   m.name = "two";
   for (int i = 0; i < 2; ++i)
-    m.devices.push_back({.name = "cpu:" + std::to_string(i), .kind = DeviceKind::kCpu, .peak_flops = 1e11,
+    m.devices.push_back({.name = "cpu:" + std::to_string(i), .kind = DeviceKind::kCpu, .peak_flops_per_s = 1e11,
                          .memory_bandwidth_Bps = 2e10, .memory_bytes = int64_t{1} << 33, .streams = 1,
                          .launch_overhead_s = 1e-6});
   m.links.push_back({.a = "cpu:0", .b = "cpu:1", .kind = LinkKind::kMemory, .bandwidth_Bps = 5e9, .latency_s = 2e-6});
@@ -226,7 +226,7 @@ TEST(CalibratedMachineFile, WritesAtomicallyAndLoadsMachineAndCalibration) {
   CalibratedMachine back = load_calibrated_machine(path);
   EXPECT_EQ(back.machine.name, "two");
   ASSERT_EQ(back.machine.num_devices(), 2u);
-  EXPECT_DOUBLE_EQ(back.machine.devices[1].peak_flops, 1e11);
+  EXPECT_DOUBLE_EQ(back.machine.devices[1].peak_flops_per_s, 1e11);
   EXPECT_DOUBLE_EQ(back.machine.route(0, 1).bandwidth_Bps, 5e9);
   EXPECT_EQ(back.calibration.devices.size(), 2u);
   std::filesystem::remove_all(dir);

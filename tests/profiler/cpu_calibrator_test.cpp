@@ -99,7 +99,7 @@ TEST(CpuCalibration, MeasuresDevicesAndCopiesAndDerivesALoadableMachine) {
   for (std::size_t d = 0; d < nd; ++d) {
     const Device& dev = r.machine.devices[d];
     EXPECT_EQ(dev.kind, DeviceKind::kCpu);
-    EXPECT_GT(dev.peak_flops, 1e8);
+    EXPECT_GT(dev.peak_flops_per_s, 1e8);
     EXPECT_GT(dev.memory_bandwidth_Bps, 1e8);
     EXPECT_GT(dev.launch_overhead_s, 0);
     EXPECT_LT(dev.launch_overhead_s, 1e-3);

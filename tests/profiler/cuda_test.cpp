@@ -146,13 +146,13 @@ TEST(GpuCheck, MacrosEvaluateOnceAndThrowWithTheCall) {
 Machine machine_with_gpus(int gpus) {
   Machine m;
   m.name = "test";
-  m.devices.push_back({.name = "cpu:0", .kind = DeviceKind::kCpu, .peak_flops = 1e11, .memory_bandwidth_Bps = 2e10,
+  m.devices.push_back({.name = "cpu:0", .kind = DeviceKind::kCpu, .peak_flops_per_s = 1e11, .memory_bandwidth_Bps = 2e10,
                        .memory_bytes = int64_t{8} << 30, .streams = 1});
   // GPUs meet the host at a switch: devices never relay traffic.
   m.switches = {"root"};
   m.links.push_back({.a = "cpu:0", .b = "root", .kind = LinkKind::kMemory, .bandwidth_Bps = 2e10});
   for (int i = 0; i < gpus; ++i) {
-    m.devices.push_back({.name = "gpu:" + std::to_string(i), .kind = DeviceKind::kGpu, .peak_flops = 1e13,
+    m.devices.push_back({.name = "gpu:" + std::to_string(i), .kind = DeviceKind::kGpu, .peak_flops_per_s = 1e13,
                          .memory_bandwidth_Bps = 5e11, .memory_bytes = int64_t{16} << 30, .streams = 1});
     m.links.push_back({.a = "root", .b = "gpu:" + std::to_string(i), .kind = LinkKind::kPcie, .bandwidth_Bps = 12e9,
                        .latency_s = 1e-5});
@@ -370,7 +370,7 @@ TEST(Cupti, SmallCalibrationGivesTimesFitsAndAMachine) {
   ASSERT_NE(r.calibration.find_copy("cpu:0", "gpu:0"), nullptr);
   EXPECT_GT(r.calibration.find_copy("cpu:0", "gpu:0")->fit.bandwidth_Bps, 1e8);
   EXPECT_TRUE(r.machine.find_device("gpu:0").has_value());
-  EXPECT_GT(r.machine.devices[1].peak_flops, 0);
+  EXPECT_GT(r.machine.devices[1].peak_flops_per_s, 0);
 }
 
 TEST(CudaExecutor, RunsAPlacedGraphAcrossCpuAndGpu) {

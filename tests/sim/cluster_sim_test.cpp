@@ -68,7 +68,7 @@ TEST(ClusterSim, RepresentativesChangeNoResult) {
                   testing::device("cpu:1", DeviceKind::kCpu, int64_t{1} << 40, 2),
                   testing::device("gpu:0", DeviceKind::kGpu), testing::device("gpu:1", DeviceKind::kGpu),
                   testing::device("gpu:2", DeviceKind::kGpu)};
-  node.devices[4].peak_flops = 3e12;
+  node.devices[4].peak_flops_per_s = 3e12;
   node.devices[4].launch_overhead_s = 4e-6;
   node.switches = {"sw"};
   for (const Device& d : node.devices) node.links.push_back(testing::link(d.name, "sw", 1e9, 1e-6));

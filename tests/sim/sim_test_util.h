@@ -34,7 +34,7 @@ inline Device device(std::string name, DeviceKind kind, int64_t memory_bytes = i
   Device d;
   d.name = std::move(name);
   d.kind = kind;
-  d.peak_flops = 1e12;
+  d.peak_flops_per_s = 1e12;
   d.memory_bandwidth_Bps = 1e11;
   d.memory_bytes = memory_bytes;
   d.streams = streams;

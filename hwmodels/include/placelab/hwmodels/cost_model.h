@@ -88,7 +88,7 @@ class CostModel {
 
 // Fraction of peak a kernel class reaches, separately for compute and memory, per device kind.
 struct ClassEfficiency {
-  double compute = 1.0;  // of Device::peak_flops
+  double compute = 1.0;  // of Device::peak_flops_per_s
   double memory = 1.0;   // of Device::memory_bandwidth_Bps
 };
 

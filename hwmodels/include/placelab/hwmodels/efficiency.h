@@ -21,7 +21,7 @@ namespace placelab {
 // (flops + compute_half_flops) / (peak · compute_max): the half size is the fixed cost of a small
 // kernel (tails, a partly idle GPU), expressed as work.
 struct EfficiencyCurve {
-  double compute_max = 1.0;         // (0, 1]: of Device::peak_flops, for large kernels
+  double compute_max = 1.0;         // (0, 1]: of Device::peak_flops_per_s, for large kernels
   double compute_half_flops = 0;    // >= 0, FLOPs at which the kernel reaches compute_max / 2
   double memory_max = 1.0;          // (0, 1]: of Device::memory_bandwidth_Bps, for large kernels
   double memory_half_bytes = 0;     // >= 0, bytes at which the kernel reaches memory_max / 2

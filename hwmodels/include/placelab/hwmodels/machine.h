@@ -43,7 +43,7 @@ struct Device {
   std::string name;                    // "cpu:0", "gpu:3"
   DeviceKind kind = DeviceKind::kGpu;
   std::string model;                   // "Tesla K80 (one GK210 die)"; informational
-  double peak_flops = 0;               // peak FP32 FLOP/s
+  double peak_flops_per_s = 0;        // peak FP32 FLOP/s (the file key is peak_flops)
   double memory_bandwidth_Bps = 0;     // device memory bandwidth, bytes/s
   int64_t memory_bytes = 0;            // usable memory capacity
   int streams = 1;                     // compute slots that run ops concurrently
