@@ -73,7 +73,7 @@ nlohmann::json inspect_json(const GraphSource& src) {
   j["edge_bytes"] = edges_bytes;
   j["cpu_only_ops"] = cpu_only;
   j["measured_ops"] = measured;  // ops whose graph carries measured times (measured_s)
-  if (src.parameters >= 0) j["parameters"] = src.parameters;
+  if (src.parameters) j["parameters"] = *src.parameters;
   j["flops"] = total.flops;
   j["persistent_bytes"] = total.persistent_bytes;
   j["output_bytes"] = total.output_bytes;

@@ -17,7 +17,9 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
     throw InputError("give exactly one of --graph <file.json> and --model <name[:key=value,...]>");
   GraphSource out;
   if (!graph_path.empty()) {
-    out.graph = read_graph_json(graph_path, nullptr, &out.parameters);
+    int64_t parameters = -1;
+    out.graph = read_graph_json(graph_path, nullptr, &parameters);
+    if (parameters >= 0) out.parameters = parameters;
     out.label = std::filesystem::path(graph_path).filename().string();
     return out;
   }

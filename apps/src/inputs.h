@@ -24,7 +24,7 @@ struct GraphSource {
   OpGraph graph;
   std::string label;                                 // file name or canonical model spec
   std::optional<models::ExpertStrategy> expert;      // zoo models know their expert placement
-  int64_t parameters = -1;                           // trainable parameters (zoo, or the graph file's "parameters"); -1 unknown
+  std::optional<int64_t> parameters;                 // trainable parameters (zoo, or the graph file's "parameters"), when known
 };
 // Exactly one of `graph_path` and `model_spec` must be non-empty.
 GraphSource load_graph_source(const std::string& graph_path, const std::string& model_spec);

@@ -548,7 +548,7 @@ json ScenarioRunner::summary() const {
   summary["description"] = s_.description;
   summary["model"] = src_.label;
   summary["ops"] = src_.graph.num_ops();
-  if (src_.parameters >= 0) summary["parameters"] = src_.parameters;
+  if (src_.parameters) summary["parameters"] = *src_.parameters;
   summary["grouping"] = s_.grouping;
   summary["machine"] = machine.name;
   summary["cost_model"] = ms_->cost->describe();

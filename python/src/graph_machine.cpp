@@ -165,10 +165,7 @@ void bind_graph_machine(py::module_& m) {
                              "The file name or the canonical model spec.")
       .def_property_readonly(
           "parameters",
-          [](const cli::GraphSource& g) -> std::optional<int64_t> {
-            if (g.parameters < 0) return std::nullopt;
-            return g.parameters;
-          },
+          [](const cli::GraphSource& g) { return g.parameters; },
           "Trainable parameters, or None when unknown.")
       .def_property_readonly("op_names", &op_names, "The op names, by op id.")
       .def_property_readonly("op_types", &op_types, "The op types (\"Conv2D\", \"MatMul\", ...), by op id.")
