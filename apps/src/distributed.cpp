@@ -576,7 +576,8 @@ std::vector<Measurement> verify_remote(int verify_rank, std::span<const Placemen
         "MPI_Recv");
   std::vector<Measurement> out;
   for (std::size_t i = 0; i < placements.size(); ++i)
-    out.push_back({res[3 * i], res[3 * i + 1] != 0, source, res[3 * i + 2]});
+    out.push_back({res[3 * i], res[3 * i + 1] != 0, source,
+                   res[3 * i + 2] != 0 ? std::optional<double>(res[3 * i + 2]) : std::nullopt});
   return out;
 }
 
@@ -649,7 +650,7 @@ void serve_samples(const MpiWorld& w, const Simulator& sim, Environment* verify)
       std::vector<double> res;
       std::string source = "?";
       for (const Measurement& m : verify->evaluate(unflatten(flat, ops))) {
-        res.insert(res.end(), {m.step_time_s, m.oom ? 1.0 : 0.0, m.predicted_s});
+        res.insert(res.end(), {m.step_time_s, m.oom ? 1.0 : 0.0, m.predicted_s.value_or(0.0)});  // 0: none
         source = m.source;
       }
       check(MPI_Send(res.data(), static_cast<int>(res.size()), MPI_DOUBLE, 0, kVerifyResults, MPI_COMM_WORLD), "MPI_Send");

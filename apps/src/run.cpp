@@ -258,7 +258,7 @@ json run_record(const TrainSummary& t, uint64_t seed, const std::string& fingerp
                    {"predicted_s", v.predicted_s},
                    {"measured_s", v.measured_oom ? json(nullptr) : json(v.measured_s)},
                    {"source", v.source}});
-    if (v.in_situ_predicted_s > 0) ver.back()["in_situ_predicted_s"] = v.in_situ_predicted_s;
+    if (v.in_situ_predicted_s) ver.back()["in_situ_predicted_s"] = *v.in_situ_predicted_s;
   }
   r["verifications"] = ver;
   return r;

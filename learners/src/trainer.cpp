@@ -71,7 +71,7 @@ std::string save_checkpoint(const Learner& learner, const Grouping& grouping, co
   nlohmann::json ver = nlohmann::json::array();
   for (const VerifyRecord& v : s.verifications)
     ver.push_back({v.sample, detail::bits(v.predicted_s), detail::bits(v.measured_s), v.measured_oom, v.source,
-                   detail::bits(v.in_situ_predicted_s)});
+                   detail::bits(v.in_situ_predicted_s.value_or(0.0))});  // 0: none
   j["verifications"] = std::move(ver);
   return j.dump();
 }
@@ -98,10 +98,13 @@ void load_checkpoint(const std::string& text, const std::string& origin, Learner
       s.curve.push_back({c.at(0).get<int64_t>(), detail::unbits(c.at(1)), c.at(2).get<bool>(), from_double_or_null(c.at(3)),
                          c.size() > 4 ? c.at(4).get<uint32_t>() : 0u});
     s.verifications.clear();
-    for (const auto& v : j.at("verifications"))
+    for (const auto& v : j.at("verifications")) {
+      // Older checkpoints have no in-situ prediction; 0 is none.
+      const double in_situ = v.size() > 5 ? detail::unbits(v.at(5)) : 0.0;
       s.verifications.push_back({v.at(0).get<int64_t>(), detail::unbits(v.at(1)), detail::unbits(v.at(2)),
                                  v.at(3).get<bool>(), v.at(4).get<std::string>(),
-                                 v.size() > 5 ? detail::unbits(v.at(5)) : 0.0});  // older checkpoints: none
+                                 in_situ != 0 ? std::optional<double>(in_situ) : std::nullopt});
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": " + e.what());
   }

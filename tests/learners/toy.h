@@ -35,7 +35,7 @@ class AdditiveEnv : public Environment {
         ++load[p[op]];
       }
       if (capacity_ > 0 && *std::max_element(load.begin(), load.end()) > capacity_) m.oom = true;
-      m.predicted_s = predicted_scale * m.step_time_s;  // an environment's own prediction, if any
+      if (predicted_scale > 0) m.predicted_s = predicted_scale * m.step_time_s;  // an environment's own prediction, if any
       out.push_back(m);
       ++evaluated;
     }

@@ -165,7 +165,7 @@ TEST(Trainer, RecordsCurveBestAndVerification) {
   const auto hw_time = hw.evaluate(std::vector<Placement>{s.best_placement})[0].step_time_s;
   EXPECT_EQ(s.verifications[1].measured_s, hw_time);
   EXPECT_EQ(s.verifications[1].source, "toy");
-  EXPECT_EQ(s.verifications[1].in_situ_predicted_s, 0);  // this verify environment predicts nothing
+  EXPECT_FALSE(s.verifications[1].in_situ_predicted_s.has_value());  // this verify environment predicts nothing
   EXPECT_EQ(env.evaluated, 120);
   hw.predicted_scale = 2;
   PostLearner again(SearchSpace{G, testing::device_range(D)}, PostOptions{}, 1);

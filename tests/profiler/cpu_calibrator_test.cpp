@@ -207,8 +207,9 @@ TEST(CpuCalibration, InSituTimesTheGraphsSignaturesInsideExecutorSteps) {
     EXPECT_FALSE(m.oom);
     EXPECT_EQ(m.source, "cpu");
     EXPECT_GT(m.step_time_s, 0);
-    EXPECT_GT(m.predicted_s, 0);
-    EXPECT_TRUE(std::isfinite(m.predicted_s));
+    ASSERT_TRUE(m.predicted_s.has_value());
+    EXPECT_GT(*m.predicted_s, 0);
+    EXPECT_TRUE(std::isfinite(*m.predicted_s));
   }
   EXPECT_THROW(InSituVerifyEnvironment(g, r.machine, r.calibration, eo, 0), InputError);
   Calibration no_cores = r.calibration;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,8 @@ struct VerifyRecord {
   bool measured_oom = false;
   std::string source;        // Measurement::source of the verify environment
   // The verify environment's own prediction (Measurement::predicted_s): the simulator with the
-  // kernels re-timed in situ while measuring. 0 = none.
-  double in_situ_predicted_s = 0;
+  // kernels re-timed in situ while measuring, when it makes one.
+  std::optional<double> in_situ_predicted_s;
 };
 
 struct TrainerProgress {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,8 @@ struct Measurement {
   bool oom = false;        // the placement does not fit in some device's memory
   std::string source;      // "sim", "cpu", "cuda": where the number came from
   // The environment's own prediction of this placement, when it makes one: a verify environment
-  // that re-times the graph's kernels while it measures (InSituVerifyEnvironment). 0 = none.
-  double predicted_s = 0;
+  // that re-times the graph's kernels while it measures (InSituVerifyEnvironment).
+  std::optional<double> predicted_s;
 };
 
 class Environment {
