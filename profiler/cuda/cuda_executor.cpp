@@ -11,18 +11,13 @@
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/profiler/cpu_kernels.h"
+#include "placelab/profiler/executor_buffers.h"
 #include "placelab/profiler/gpu_check.h"
 
 namespace placelab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string gigabytes(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
-  return buf;
-}
 
 struct Event {
   cudaEvent_t e = nullptr;
@@ -171,25 +166,16 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
   result.copies_per_step = static_cast<int64_t>(copies.size());
   for (const Copy& c : copies) result.copy_bytes_per_step += c.bytes;
 
-  // Memory per device before allocating: kernel buffers plus both ends of every copy.
-  std::vector<double> bytes(nd, 0);
-  for (OpId op = 0; op < n; ++op) {
-    const KernelSignature& sig = g.op(op).kernel;
-    const int64_t need = cpu::CpuKernel::required_bytes(sig);
-    if (need > options_.max_kernel_bytes)
-      throw InputError("op " + g.op(op).name + ": " + to_string(sig) + " needs " + gigabytes(static_cast<double>(need)) +
-                       " of kernel buffers, above CudaExecutorOptions::max_kernel_bytes = " +
-                       gigabytes(static_cast<double>(options_.max_kernel_bytes)));
-    bytes[placement[op]] += static_cast<double>(need);
+  // Memory per device before allocating: the CPU executor's rule (executor_buffers.h).
+  std::vector<BufferCopy> buffer_copies;
+  for (const Copy& c : copies) buffer_copies.push_back({c.src, c.dst, c.bytes});
+  const std::vector<double> bytes =
+      executor_buffer_bytes(g, placement, buffer_copies, nd, options_.max_kernel_bytes, "CudaExecutorOptions::max_kernel_bytes");
+  if (std::optional<std::string> oom = buffers_oom_message(m, bytes)) {
+    result.oom = true;
+    result.oom_message = std::move(*oom);
+    return result;
   }
-  for (const Copy& c : copies) bytes[c.src] += static_cast<double>(c.bytes), bytes[c.dst] += static_cast<double>(c.bytes);
-  for (std::size_t d = 0; d < nd; ++d)
-    if (bytes[d] > static_cast<double>(m.devices[d].memory_bytes)) {
-      result.oom = true;
-      result.oom_message = m.devices[d].name + " needs " + gigabytes(bytes[d]) + " of buffers, " +
-                           gigabytes(bytes[d] - static_cast<double>(m.devices[d].memory_bytes)) + " more than its memory";
-      return result;
-    }
 
   // Peer access between every pair of GPUs that exchange tensors, where the hardware allows it;
   // otherwise cudaMemcpyPeerAsync stages through the host itself.

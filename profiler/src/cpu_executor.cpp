@@ -19,6 +19,7 @@
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/profiler/cpu_device.h"
+#include "placelab/profiler/executor_buffers.h"
 
 namespace placelab {
 namespace {
@@ -43,12 +44,6 @@ double thread_cpu_s() {
 int64_t physical_memory_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{8} << 30;
-}
-
-std::string gigabytes(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
-  return buf;
 }
 
 // One schedulable unit: an op's kernel, or the copy of a producer's output to another device.
@@ -93,23 +88,11 @@ class Run {
 
   // Bytes of buffers per device, before allocating anything.
   std::vector<double> device_bytes() const {
-    std::vector<double> bytes(machine_.num_devices(), 0);
-    for (const Task& t : tasks_) {
-      if (t.is_copy) {
-        bytes[t.device] += static_cast<double>(t.copy_bytes);
-        bytes[t.src_device] += static_cast<double>(t.copy_bytes);
-      } else {
-        const KernelSignature& sig = graph_.op(t.op).kernel;
-        const int64_t need = cpu::CpuKernel::required_bytes(sig);
-        if (need > options_.max_kernel_bytes)
-          throw InputError("op " + graph_.op(t.op).name + ": " + to_string(sig) + " needs " +
-                           gigabytes(static_cast<double>(need)) + " of kernel buffers, above the executor's limit of " +
-                           gigabytes(static_cast<double>(options_.max_kernel_bytes)) +
-                           " (CpuExecutorOptions::max_kernel_bytes)");
-        bytes[t.device] += static_cast<double>(need);
-      }
-    }
-    return bytes;
+    std::vector<BufferCopy> copies;
+    for (const Task& t : tasks_)
+      if (t.is_copy) copies.push_back({t.src_device, t.device, t.copy_bytes});
+    return executor_buffer_bytes(graph_, placement_, copies, machine_.num_devices(), options_.max_kernel_bytes,
+                                 "CpuExecutorOptions::max_kernel_bytes");
   }
 
   ExecutionResult execute() {
@@ -128,14 +111,11 @@ class Run {
     if (total > static_cast<double>(max_total))
       throw InputError("this placement needs " + gigabytes(total) + " of kernel and copy buffers, above the executor's limit of " +
                        gigabytes(static_cast<double>(max_total)) + " (CpuExecutorOptions::max_total_bytes)");
-    for (std::size_t d = 0; d < nd; ++d)
-      if (bytes[d] > static_cast<double>(machine_.devices[d].memory_bytes)) {
-        result.oom = true;
-        result.oom_message = machine_.devices[d].name + " needs " + gigabytes(bytes[d]) + " of buffers, " +
-                             gigabytes(bytes[d] - static_cast<double>(machine_.devices[d].memory_bytes)) +
-                             " more than its memory";
-        return result;
-      }
+    if (std::optional<std::string> oom = buffers_oom_message(machine_, bytes)) {
+      result.oom = true;
+      result.oom_message = std::move(*oom);
+      return result;
+    }
 
     start_workers();
     setup_done_->wait();

@@ -8,6 +8,8 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/profiler/cpu_device.h"
+#include "placelab/profiler/cpu_kernels.h"
+#include "placelab/profiler/executor_buffers.h"
 #include "placelab/profiler/verify.h"
 #include "test_machines.h"
 
@@ -139,6 +141,33 @@ TEST(CpuExecutor, ReportsOomAndRejectsAbsurdSizes) {
   Machine gpu = cpus(1);
   gpu.devices[0].kind = DeviceKind::kGpu;
   EXPECT_THROW(CpuExecutor(g, gpu), InputError);
+}
+
+// The buffer rule both executors (CPU and CUDA) apply before they allocate: each kernel's buffers
+// on its device, each copy at both ends, and the first device over its memory named with the excess.
+TEST(ExecutorBuffers, KernelsOnTheirDevicesAndCopiesAtBothEnds) {
+  const OpGraph g = diamond();
+  const Placement p = {0, 1, 0, 1, 1, 1};
+  const std::vector<BufferCopy> copies = {{0, 1, 1000}, {1, 0, 24}};
+  const std::vector<double> bytes = executor_buffer_bytes(g, p, copies, 2, int64_t{1} << 40, "Options::limit");
+  ASSERT_EQ(bytes.size(), 2u);
+  double kernels[2] = {0, 0};
+  for (OpId op = 0; op < g.num_ops(); ++op) kernels[p[op]] += static_cast<double>(cpu::CpuKernel::required_bytes(g.op(op).kernel));
+  EXPECT_EQ(bytes[0], kernels[0] + 1024);
+  EXPECT_EQ(bytes[1], kernels[1] + 1024);
+
+  Machine m = cpus(2, 1 << 30);
+  EXPECT_FALSE(buffers_oom_message(m, bytes).has_value());
+  m.devices[0].memory_bytes = 1;
+  EXPECT_EQ(buffers_oom_message(m, std::vector<double>{2e9, 3e9}).value_or(""),
+            "cpu:0 needs 2 GB of buffers, 2 GB more than its memory");
+  try {
+    executor_buffer_bytes(g, p, copies, 2, 100, "Options::limit");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("op x: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("above the executor's limit of 1e-07 GB (Options::limit)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
