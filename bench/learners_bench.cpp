@@ -20,6 +20,7 @@
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter='BM_Grouper|BM_MergeUnits'
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_LearnedGroupingSample
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_AttentionDecode
+//   taskset -c 1 build/bench/learners_bench --benchmark_filter='BM_FmaPeak|BM_SmallProduct'
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -213,6 +214,28 @@ BENCHMARK_CAPTURE(BM_SmallProduct, W_h_multiply, false, false)->Unit(benchmark::
 BENCHMARK_CAPTURE(BM_SmallProduct, W_h_eigen, false, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SmallProduct, Wt_dP_multiply, true, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SmallProduct, Wt_dP_eigen, true, true)->Unit(benchmark::kMicrosecond);
+
+// This core's float multiply-add throughput: twelve independent chains of Eigen's fused multiply-add
+// on its widest packet, all in registers — the most any product's inner loop can reach here, the
+// ceiling BM_SmallProduct's GFLOP/s are read against (EAGLE's speed, docs/learners.md).
+void BM_FmaPeak(benchmark::State& state) {
+  using Packet = Eigen::internal::packet_traits<float>::type;
+  constexpr int kWidth = Eigen::internal::packet_traits<float>::size;
+  constexpr int kChains = 12;  // more than FMA latency × pipes (4 × 2 on Zen 4, 4 × 2 on Skylake)
+  Packet acc[kChains];
+  // Distinct starts, so that no compiler may fold the chains into one.
+  for (int i = 0; i < kChains; ++i) acc[i] = Eigen::internal::pset1<Packet>(1.0f + 0.125f * static_cast<float>(i));
+  const Packet scale = Eigen::internal::pset1<Packet>(0.9999999f), shift = Eigen::internal::pset1<Packet>(1e-7f);
+  constexpr int64_t kRounds = int64_t{1} << 20;
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRounds; ++r)
+      for (Packet& x : acc) x = Eigen::internal::pmadd(x, scale, shift);
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kWidth * kChains * kRounds * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond);
 
 // EAGLE's attention over one minibatch's decode: 10 placements, each its own memory of 256 groups
 // (hidden 512), one query per decoder step — the S² · A tanh of the forward and of its backward.
