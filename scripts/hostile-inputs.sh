@@ -171,6 +171,19 @@ cp out-other/runs/reinforce-seed1*.json out-good/runs/
 sed -i 's/^learners: {post: {}}$/learners: {post: {}, reinforce: {}}/' good.yaml
 try "results folder" "another scenario's record (96 samples, not 120) copied into \`runs/\`, then \`--resume\`" 0 "reinforce-seed1.*again" \
   "$P" run good.yaml --output out-good --resume
+odd="it's \$(touch pwned) run's"
+cp -r out-good "$odd"
+try "results folder" "a folder named \`$odd\`, then \`report\` (its plots)" 0 "" "$P" report "$odd"
+if [[ -e pwned ]]; then
+  echo "| results folder | a folder named \`$odd\` | | **FAILED: its name ran \`touch pwned\`** | | |"
+  failed=1
+fi
+py 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["model"] = 5
+json.dump(d, open(sys.argv[1], "w"))' out-good/summary.json
+try "results folder" "\`summary.json\` damaged by hand (a number for the model), then \`report\`" 2 "out-good/summary.json" \
+  "$P" report out-good
 scenario slow 'samples: 100000' && sed -i '/^samples: 120$/d' slow.yaml
 "$P" run slow.yaml --output out-slow > /dev/null 2>&1 &
 first=$!

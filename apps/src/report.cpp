@@ -287,10 +287,15 @@ void plots_section(std::ostream& md, const fs::path& dir, bool quiet) {
 void render_report(const fs::path& dir, bool quiet) {
   json s = read_summary(dir);  // not const: a missing key reads as null, then fails to convert (an error, not UB)
   std::ostringstream md;
-  settings_section(md, s);
-  step_time_section(md, s);
-  best_section(md, s);
-  verification_section(md, s);
+  try {
+    settings_section(md, s);
+    step_time_section(md, s);
+    best_section(md, s);
+    verification_section(md, s);
+  } catch (const json::exception& e) {
+    // A summary.json edited by hand, damaged, or written by another version: the file, not a crash.
+    throw InputError((dir / "summary.json").string() + ": not a run summary placelab can read (" + e.what() + ")");
+  }
   plots_section(md, dir, quiet);
   write_file_atomically(dir / "report.md", md.str());
 }

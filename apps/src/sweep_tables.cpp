@@ -31,8 +31,8 @@ bool scenario_finished(const Scenario& s, const std::vector<uint64_t>& seeds) {
   const json j = json::parse(in, nullptr, false);
   // Finished with these seeds by this scenario as it is now (an edited one runs again, with
   // --resume keeping each run whose own fingerprint still matches).
-  return !j.is_discarded() && j.is_object() &&
-         j.value("fingerprint", std::string()) == summary_fingerprint(scenario_fingerprint(s), s, seeds);
+  return !j.is_discarded() && j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string() &&
+         j["fingerprint"].get<std::string>() == summary_fingerprint(scenario_fingerprint(s), s, seeds);
 }
 
 namespace {
@@ -44,15 +44,37 @@ std::string cell(const json& res) {
   return c;
 }
 
+// Whether a summary.json has every field the tables read, of the right type: one edited by hand,
+// damaged or written by another version is left out of the tables with a warning, not a crash.
+bool tabulable(const json& j) {
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_string() || !j.contains("machine") ||
+      !j["machine"].is_string() || !j.contains("results") || !j["results"].is_array())
+    return false;
+  for (const json& r : j["results"]) {
+    if (!r.is_object() || !r.contains("name") || !r["name"].is_string() || !r.contains("runs") || !r["runs"].is_array())
+      return false;
+    for (const char* key : {"mean_s", "std_s"})
+      if (r.contains(key) && !r[key].is_number()) return false;
+    if (r.contains("mean_s") && !r.contains("std_s")) return false;
+    if (r.contains("oom") && !r["oom"].is_boolean()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void write_sweep_tables(const fs::path& dir, const std::string& name, const std::vector<Scenario>& scenarios) {
   std::vector<std::string> columns;
   std::vector<std::pair<std::string, json>> summaries;
   for (const Scenario& s : scenarios) {
+    if (!fs::exists(s.output / "summary.json")) continue;  // a failed or stopped run: the sweep said so
     std::ifstream in(s.output / "summary.json");
-    json j = json::parse(in, nullptr, false);
-    if (j.is_discarded()) continue;
+    const json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !tabulable(j)) {
+      std::cerr << "warning: " << (s.output / "summary.json").string()
+                << ": not a run summary placelab can read; left out of the tables\n";
+      continue;
+    }
     for (const json& r : j["results"])
       if (std::find(columns.begin(), columns.end(), r["name"]) == columns.end()) columns.push_back(r["name"]);
     summaries.emplace_back(s.name, j);

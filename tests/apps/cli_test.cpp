@@ -824,6 +824,30 @@ TEST_F(Cli, ReportRerendersAndSweepTabulates) {
   EXPECT_TRUE(fs::exists("results/sweep-clitest/summary.csv"));
   CliResult again = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
   EXPECT_NE(again.out.find("already finished, skipped"), std::string::npos) << again.out;
+  {
+    // A finished run's summary.json damaged by hand (its fingerprint intact, so the sweep still
+    // skips the run): the sweep leaves it out of its tables with a warning, and `report` names it
+    // (exit 2) — neither is an internal error.
+    const fs::path summary = dir_ / "b" / "summary.json";
+    const std::string kept = slurp(summary);
+    nlohmann::json j = nlohmann::json::parse(kept);
+    j["results"][0]["runs"] = 7;
+    j["model"] = 5;
+    write("b-summary.json", j.dump());
+    fs::copy_file(dir_ / "b-summary.json", summary, fs::copy_options::overwrite_existing);
+    CliResult damaged = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
+    EXPECT_EQ(damaged.status, 0) << damaged.out;
+    EXPECT_NE(damaged.out.find(summary.string() + ": not a run summary placelab can read; left out of the tables"),
+              std::string::npos)
+        << damaged.out;
+    EXPECT_NE(damaged.out.find("| small |"), std::string::npos) << damaged.out;
+    EXPECT_EQ(damaged.out.find("| b |"), std::string::npos) << damaged.out;
+    CliResult report = placelab("report " + (dir_ / "b").string());
+    EXPECT_EQ(report.status, 2) << report.out;
+    EXPECT_NE(report.out.find(summary.string() + ": not a run summary placelab can read"), std::string::npos) << report.out;
+    write("b-summary.json", kept);
+    fs::copy_file(dir_ / "b-summary.json", summary, fs::copy_options::overwrite_existing);
+  }
   // An edited scenario is not skipped: its results no longer match it.
   write("b.yaml", "name: b\n" + small_scenario(quickstart_, dir_ / "b", "groups: 7\n").substr(std::string("name: small\n").size()));
   CliResult edited = placelab("sweep " + a + " " + b + " --jobs 2 --name clitest");
