@@ -90,9 +90,15 @@ def learning_curves(run_dir, summary):
         ax.grid(alpha=0.3)
     ax_avg.set_ylabel("seconds per step (simulated)")
     ax_avg.set_yscale("log")
+    low, high = ax_avg.get_ylim()
     for ax in (ax_avg, ax_best):
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
+        if high > 10 * low:
+            # Over a decade a label on every minor tick runs into the next: label 1, 2 and 5 only.
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        else:
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2f"))
     ax_avg.legend(fontsize=8)
     fig.suptitle(f"{summary.get('scenario', '')}: {summary.get('model', '')} on {summary.get('machine', '')}", fontsize=10)
     fig.tight_layout()
