@@ -96,6 +96,21 @@ const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, std::string_view
     if (a.name() == name) return &a;
   return nullptr;
 }
+// The constant tensors a graph names, by name: its initializers and each Constant node's `value`
+// (which wins over an initializer of its name). Mutable: rewrite_baked_batch edits them in place.
+std::unordered_map<std::string, onnx::TensorProto*> constant_tensors(onnx::GraphProto& g) {
+  std::unordered_map<std::string, onnx::TensorProto*> out;
+  for (auto& t : *g.mutable_initializer()) out[t.name()] = &t;
+  for (auto& c : *g.mutable_node()) {
+    if (c.op_type() != "Constant" || c.output_size() != 1) continue;
+    for (auto& a : *c.mutable_attribute())
+      if (a.name() == "value") {
+        if (a.has_t()) out[c.output(0)] = a.mutable_t();
+        break;
+      }
+  }
+  return out;
+}
 int64_t attr_int(const onnx::NodeProto& n, std::string_view name, int64_t fallback) {
   const auto* a = find_attr(n, name);
   return a ? a->i() : fallback;
@@ -562,13 +577,7 @@ class Importer {
   // saying how to re-export.
   void rewrite_baked_batch() {
     auto* graph = model_.mutable_graph();
-    std::unordered_map<std::string, onnx::TensorProto*> literals;
-    for (auto& t : *graph->mutable_initializer()) literals[t.name()] = &t;
-    for (auto& c : *graph->mutable_node()) {
-      if (c.op_type() != "Constant" || c.output_size() != 1) continue;
-      for (auto& a : *c.mutable_attribute())
-        if (a.name() == "value" && a.has_t()) literals[c.output(0)] = a.mutable_t();
-    }
+    const std::unordered_map<std::string, onnx::TensorProto*> literals = constant_tensors(*graph);
     std::set<std::string> done;
     for (const auto& n : graph->node()) {
       if ((n.op_type() != "Reshape" && n.op_type() != "Expand") || n.input_size() < 2) continue;
@@ -614,8 +623,7 @@ class Importer {
   // outputs, attributes), as ONNX's checker does: ONNX 1.12's shape inference trusts them, and
   // dereferenced null on a Shape-15 node given four inputs (found by onnx_fuzz).
   void check_node_schemas() const {
-    for (const auto& n : model_.graph().node()) {
-      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    for (const auto& n : model_.graph().node()) {  // all of the default domain (check_known_ops)
       const onnx::OpSchema* schema =
           onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(std::min<int64_t>(report_.opset, 1 << 20)), "");
       if (schema == nullptr) continue;  // an operator ONNX does not know: the importer names it
@@ -648,15 +656,9 @@ class Importer {
   // A Pad's amounts, as the window attributes: ONNX 1.12's inference adds them to the dimensions
   // unchecked (pads of 8.6e18, found by onnx_fuzz, overflowed there and in the element count).
   // Read from the attribute (opset < 11) or from the initializer or Constant node that feeds them.
-  void check_pad_amounts() const {
-    const auto& g = model_.graph();
-    // The constant tensors by name, once (a Constant node's value over an initializer of its name).
-    std::unordered_map<std::string_view, const onnx::TensorProto*> constants;
-    for (const auto& t : g.initializer()) constants[t.name()] = &t;
-    for (const auto& c : g.node())
-      if (c.op_type() == "Constant" && c.output_size() == 1)
-        if (const onnx::AttributeProto* v = find_attr(c, "value"); v && v->has_t()) constants[c.output(0)] = &v->t();
-    for (const auto& n : g.node()) {
+  void check_pad_amounts() {
+    const std::unordered_map<std::string, onnx::TensorProto*> constants = constant_tensors(*model_.mutable_graph());
+    for (const auto& n : model_.graph().node()) {
       if (n.op_type() != "Pad") continue;
       std::optional<std::vector<int64_t>> pads;
       if (const onnx::AttributeProto* a = find_attr(n, "pads")) pads.emplace(a->ints().begin(), a->ints().end());
