@@ -264,6 +264,7 @@ class HeftScheduler {
   const Machine& machine_;
   const std::optional<DeviceId> cpu_;
   std::vector<DeviceId> candidates_;
+  const std::vector<OpId> topo_;  // the graph's topological order, for the ranks and the last sources
   const Grouping coloc_;
   std::vector<int64_t> group_persistent_;
   std::vector<int> group_device_;
@@ -289,6 +290,7 @@ HeftScheduler::HeftScheduler(const OpGraph& graph, const CostModel& cost, const 
       machine_(cost.machine()),
       cpu_(machine_.default_cpu()),
       candidates_(gpu_devices(machine_)),
+      topo_(graph.topological_order()),
       coloc_(group_by_colocation(graph)),
       group_persistent_(coloc_.num_groups(), 0),
       group_device_(coloc_.num_groups(), -1),
@@ -329,9 +331,8 @@ std::vector<OpId> HeftScheduler::rank_order() const {
     for (DeviceId d : devs) s += cost_.op_time_s(graph_.op(op), d);
     mean_time[op] = s / static_cast<double>(devs.size());
   }
-  const std::vector<OpId> topo = graph_.topological_order();
   std::vector<double> rank(n, 0.0);
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+  for (auto it = topo_.rbegin(); it != topo_.rend(); ++it) {
     const OpId op = *it;
     double best = 0;
     graph_.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
@@ -339,7 +340,7 @@ std::vector<OpId> HeftScheduler::rank_order() const {
     });
     rank[op] = mean_time[op] + best;
   }
-  std::vector<OpId> order(topo);
+  std::vector<OpId> order(topo_);
   // Decreasing rank; equal ranks (zero-cost chains) keep topological order, so every op comes
   // after its predecessors.
   std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) { return rank[a] > rank[b]; });
@@ -461,7 +462,7 @@ Placement HeftScheduler::run() {
     schedule_on(op, d);
   }
   // Sources nobody consumes.
-  for (OpId op : graph_.topological_order())
+  for (OpId op : topo_)
     if (!placed_[op]) {
       const GroupId g = coloc_.group_of(op);
       schedule_on(op, group_device_[g] >= 0 ? static_cast<DeviceId>(group_device_[g]) : allowed(op).front());
