@@ -283,7 +283,8 @@ class ScenarioRunner {
   // One learner's record for one seed: kept from an earlier run on --resume, or trained now;
   // nullopt when training was stopped.
   std::optional<json> learner_record(const LearnerSpec& ls, uint64_t seed);
-  std::optional<json> train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& fingerprint,
+  // `tag` (<learner>-seed<N>) names the run in messages and in its files' names.
+  std::optional<json> train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& tag, const std::string& fingerprint,
                                  const fs::path& checkpoint_path, const fs::path& run_file);
   // The curve rows, verifications and best of a learner's record; its brief (no curve or
   // placement) goes to summary.json's runs.
@@ -424,11 +425,12 @@ std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64
     // Said whether or not progress is shown: a result is being recomputed.
     fmt::print(stderr, "{}: not a usable run record ({}): running {} again\n", run_file.string(), why, tag);
   }
-  return train_seed(ls, seed, fingerprint, checkpoint_path, run_file);
+  return train_seed(ls, seed, tag, fingerprint, checkpoint_path, run_file);
 }
 
-std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& fingerprint,
-                                               const fs::path& checkpoint_path, const fs::path& run_file) {
+std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& tag,
+                                               const std::string& fingerprint, const fs::path& checkpoint_path,
+                                               const fs::path& run_file) {
   const OpGraph& g = src_.graph;
   const Grouping& grouping = grouping_of(seed);
   const LearnerEntry* entry = find_learner(ls.config.name);
@@ -468,7 +470,6 @@ std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t s
   to.checkpoint_every = s_.checkpoint_every;
   to.checkpoint_path = checkpoint_path;
   to.resume = resume_;
-  const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
   ProgressBar bar(tag, s_.samples, opt_.progress);
   ProgressObserver obs(bar, opt_.stop_after_samples);
   const TrainSummary t = train(*learner, trained, *sample_env_, to, verify_env_.get(), &obs);
