@@ -587,6 +587,10 @@ std::vector<double> FavoriteChildLp::solve() {
   ClpSolve how;
   how.setSolveType(ClpSolve::useDual);
   how.setPresolveType(ClpSolve::presolveOn);
+  // CLP would install its own SIGINT handler for the solve and end it "stopped" (status 3) on
+  // Ctrl-C, which the caller cannot tell from a failure, and the process's own handler (a run's
+  // stop-and-resume) would never see the signal: leave interrupts to the process.
+  how.setSpecialOption(2, 1);
   model.initialSolve(how);
   if (!model.isProvenOptimal())
     throw Error("m_sct: CLP did not solve the favorite-child LP (" + std::to_string(row_lower.size()) + " rows, " +
