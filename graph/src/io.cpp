@@ -30,6 +30,8 @@ constexpr std::string_view kPlacementFormat = "placelab-placement";
 constexpr int64_t kFormatVersion = 1;
 // Graph files: version 2 adds the op field "measured_s"; version 1 files still load.
 constexpr int64_t kGraphVersionMeasured = 2;
+// Version 3 adds the top-level "execution" and the op fields "module" and "call" (PyTorch graphs).
+constexpr int64_t kGraphVersionEager = 3;
 
 std::string join(std::span<const std::string_view> items) {
   std::string out;
@@ -262,9 +264,9 @@ KernelSignature read_kernel(const Reader& r, const json& v, const std::string& p
 constexpr std::string_view kOpFields[] = {"name",         "type",           "phase",      "kernel",
                                           "flops",        "bytes_accessed", "output_bytes",
                                           "persistent_bytes", "cpu_only",   "layer",      "colocation",
-                                          "measured_s"};
+                                          "measured_s",   "module",         "call"};
 constexpr std::string_view kEdgeFields[] = {"src", "dst", "bytes", "control"};
-constexpr std::string_view kGraphFields[] = {"format", "version", "name", "parameters", "ops", "edges"};
+constexpr std::string_view kGraphFields[] = {"format", "version", "name", "parameters", "execution", "ops", "edges"};
 
 Op read_op(const Reader& r, const json& v, const std::string& p, int64_t version) {
   r.object(v, p);
@@ -314,6 +316,12 @@ Op read_op(const Reader& r, const json& v, const std::string& p, int64_t version
       op.measured_s.push_back({key, t});
     }
   }
+  for (const char* key : {"module", "call"})
+    if (Reader::member(v, key) && version < kGraphVersionEager)
+      r.fail(p + "/" + key, "needs \"version\": 3 (module paths came with version 3)");
+  if (const json* m = Reader::member(v, "module")) op.module = r.string(*m, p + "/module", false);
+  if (const json* c = Reader::member(v, "call"))
+    op.call = static_cast<int32_t>(r.integer(*c, p + "/call", 0, std::numeric_limits<int32_t>::max()));
   return op;
 }
 
@@ -377,8 +385,15 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
     r.fail_value("/format", format, "must be \"placelab-graph\" (this is not a placelab graph file)");
   const json& version = r.required(doc, "", "version");
   const int64_t file_version = r.integer(version, "/version", 0, std::numeric_limits<int64_t>::max());
-  if (file_version != kFormatVersion && file_version != kGraphVersionMeasured)
-    r.fail_value("/version", version, "must be 1 or 2, the versions this placelab reads");
+  if (file_version < kFormatVersion || file_version > kGraphVersionEager)
+    r.fail_value("/version", version, "must be 1, 2 or 3, the versions this placelab reads");
+  Execution execution = Execution::kDataflow;
+  if (const json* e = Reader::member(doc, "execution")) {
+    if (file_version < kGraphVersionEager) r.fail("/execution", "needs \"version\": 3 (execution came with version 3)");
+    auto parsed = execution_from_name(r.string(*e, "/execution", false));
+    if (!parsed) r.fail_value("/execution", *e, "must be \"dataflow\" (TensorFlow 1.x) or \"eager\" (PyTorch)");
+    execution = *parsed;
+  }
   std::string graph_name;
   if (const json* n = Reader::member(doc, "name")) graph_name = r.string(*n, "/name", false);
   int64_t graph_parameters = -1;
@@ -418,6 +433,10 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
         ends[k] = *id;
       }
       if (ends[0] == ends[1]) r.fail_value(p + "/dst", e["dst"], "an edge cannot connect an op to itself");
+      // An eager graph's op order is its program order: an op consumes only what ran before it.
+      if (execution == Execution::kEager && ends[0] > ends[1])
+        r.fail_value(p + "/dst", e["dst"],
+                     "comes before its producer in /ops; an \"eager\" graph lists its ops in program order");
       Tensor t;
       if (const json* b = Reader::member(e, "bytes")) t.bytes = r.bytes(*b, p + "/bytes");
       if (const json* c = Reader::member(e, "control")) t.control = r.boolean(*c, p + "/control");
@@ -438,6 +457,7 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
     r.fail("/edges/" + std::to_string(closing),
            "the op graph has a cycle: " + names + " (this edge, " + last + " -> " + first + ", closes it)");
   }
+  graph.set_execution(execution);
   if (name) *name = std::move(graph_name);
   if (parameters) *parameters = graph_parameters;
   return graph;
@@ -448,13 +468,20 @@ OpGraph read_graph_json(const std::filesystem::path& path, std::string* name, in
 }
 
 void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view name, int64_t parameters) {
-  // Version 1 unless an op has measured times, so such files stay readable by older placelabs.
-  bool measured = false;
-  for (OpId id = 0; id < graph.num_ops() && !measured; ++id) measured = !graph.op(id).measured_s.empty();
-  std::string s = "{\n  \"format\": \"placelab-graph\",\n  \"version\": " +
-                  std::to_string(measured ? kGraphVersionMeasured : kFormatVersion) +
+  // The lowest version that holds what the graph has, so such files stay readable by older
+  // placelabs: 1, 2 with measured times, 3 for an eager graph or module paths.
+  bool measured = false, modules = graph.execution() != Execution::kDataflow;
+  for (OpId id = 0; id < graph.num_ops(); ++id) {
+    const Op& op = graph.op(id);
+    measured = measured || !op.measured_s.empty();
+    modules = modules || !op.module.empty() || op.call != 0;
+  }
+  const int64_t version = modules ? kGraphVersionEager : measured ? kGraphVersionMeasured : kFormatVersion;
+  std::string s = "{\n  \"format\": \"placelab-graph\",\n  \"version\": " + std::to_string(version) +
                   ",\n  \"name\": " + literal(std::string(name), "the graph name") + ",\n";
   if (parameters >= 0) s += "  \"parameters\": " + std::to_string(parameters) + ",\n";
+  if (version >= kGraphVersionEager)
+    s += "  \"execution\": \"" + std::string(execution_name(graph.execution())) + "\",\n";
   s += "  \"ops\": [";
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
@@ -484,6 +511,7 @@ void write_graph_json(const OpGraph& graph, std::ostream& out, std::string_view 
       }
       s += "}";
     }
+    if (modules) s += ", \"module\": " + literal(op.module, what + " module") + ", \"call\": " + std::to_string(op.call);
     s += "}";
   }
   s += graph.num_ops() ? "\n  ],\n  \"edges\": [" : "],\n  \"edges\": [";

@@ -23,6 +23,16 @@ std::optional<Phase> phase_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view execution_name(Execution execution) {
+  return execution == Execution::kEager ? "eager" : "dataflow";
+}
+
+std::optional<Execution> execution_from_name(std::string_view name) {
+  for (Execution e : {Execution::kDataflow, Execution::kEager})
+    if (execution_name(e) == name) return e;
+  return std::nullopt;
+}
+
 OpId OpGraph::add_op(Op op) {
   if (op.name.empty()) throw Error("op " + std::to_string(num_ops()) + " has an empty name");
   auto [it, inserted] = by_name_.emplace(op.name, static_cast<OpId>(num_ops()));

@@ -335,20 +335,20 @@ TEST(GraphJsonErrors, DocumentHeaderIsChecked) {
   EXPECT_EQ(graph_error("[1, 2]"), "g.json:1: / = [1,2]: must be an object");
   EXPECT_EQ(graph_error("{\n\"format\": \"onnx\", \"version\": 1, \"ops\": []}"),
             "g.json:2: /format = \"onnx\": must be \"placelab-graph\" (this is not a placelab graph file)");
-  EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\",\n \"version\": 3, \"ops\": []}"),
-            "g.json:2: /version = 3: must be 1 or 2, the versions this placelab reads");
+  EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\",\n \"version\": 4, \"ops\": []}"),
+            "g.json:2: /version = 4: must be 1, 2 or 3, the versions this placelab reads");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1}"), "g.json:1: /: missing required field \"ops\"");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": {}}"),
             "g.json:1: /ops = {}: must be an array");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": [],\n \"op_count\": 3}"),
-            "g.json:2: /op_count = 3: unknown field; valid fields are format, version, name, parameters, ops, edges");
+            "g.json:2: /op_count = 3: unknown field; valid fields are format, version, name, parameters, execution, ops, edges");
 }
 
 TEST(GraphJsonErrors, MissingAndUnknownOpFields) {
   EXPECT_EQ(graph_error(doc(abc_with(1, R"({"name": "b"})"), {})), "g.json:6: /ops/1: missing required field \"type\"");
   EXPECT_EQ(graph_error(doc(abc_with(2, R"({"name": "c", "type": "Relu", "flop": 5})"), {})),
             "g.json:7: /ops/2/flop = 5: unknown field of an op; valid fields are name, type, phase, kernel, flops, "
-            "bytes_accessed, output_bytes, persistent_bytes, cpu_only, layer, colocation, measured_s");
+            "bytes_accessed, output_bytes, persistent_bytes, cpu_only, layer, colocation, measured_s, module, call");
   EXPECT_EQ(graph_error(doc(abc_with(0, "7"), {})), "g.json:5: /ops/0 = 7: must be an object");
 }
 
@@ -618,6 +618,41 @@ TEST(GraphJsonMeasured, CanonicalMeasuredTimesSortAndCheck) {
             "op \"x\": measured time for device key \"gpu\": repeated key: each device key may appear once");
   EXPECT_EQ(measured_time_problem(0), "");
   EXPECT_EQ(measured_key_problem("cpu"), "");
+}
+
+// Version 3: a PyTorch graph's execution and each op's module path and call round-trip; the file
+// is version 3 only when the graph has them; an eager graph's edges follow its op order.
+TEST(GraphJsonEager, RoundTripsModulesAndExecutionAndChecksProgramOrder) {
+  const std::string doc = R"({"format": "placelab-graph", "version": 3, "execution": "eager", "ops": [
+  {"name": "conv", "type": "Conv2D", "module": "layer1.0.conv1"},
+  {"name": "relu", "type": "Relu", "module": "layer1.0.relu", "call": 1}],
+  "edges": [{"src": "conv", "dst": "relu", "bytes": 4}]})";
+  OpGraph g = parse_graph_json(doc, "e.json");
+  EXPECT_EQ(g.execution(), Execution::kEager);
+  EXPECT_EQ(g.op(0).module, "layer1.0.conv1");
+  EXPECT_EQ(g.op(0).call, 0);
+  EXPECT_EQ(g.op(1).call, 1);
+  const std::string text = written(g, "e");
+  EXPECT_TRUE(contains(text, "\"version\": 3,")) << text;
+  EXPECT_TRUE(contains(text, "\"execution\": \"eager\"")) << text;
+  OpGraph back = parse_graph_json(text, "written");
+  EXPECT_EQ(back.execution(), Execution::kEager);
+  EXPECT_EQ(back.op(1).module, "layer1.0.relu");
+  EXPECT_EQ(written(back, "e"), text);
+
+  std::string wrong = doc;
+  const std::string forward_edge = R"("src": "conv", "dst": "relu")";
+  wrong.replace(wrong.find(forward_edge), forward_edge.size(), R"("src": "relu", "dst": "conv")");
+  EXPECT_EQ(graph_error(wrong), "g.json:4: /edges/0/dst = \"conv\": comes before its producer in /ops; an \"eager\" graph "
+                                "lists its ops in program order");
+  std::string v2 = doc;
+  v2.replace(v2.find("\"version\": 3"), 12, "\"version\": 2");
+  EXPECT_EQ(graph_error(v2), "g.json:1: /execution: needs \"version\": 3 (execution came with version 3)");
+  std::string bad = doc;
+  bad.replace(bad.find("\"eager\""), 7, "\"lazy\"");
+  EXPECT_EQ(graph_error(bad), "g.json:1: /execution = \"lazy\": must be \"dataflow\" (TensorFlow 1.x) or \"eager\" (PyTorch)");
+  EXPECT_TRUE(contains(graph_error(R"({"format": "placelab-graph", "version": 2, "ops": [
+    {"name": "a", "type": "Relu", "module": "x"}]})"), "/ops/0/module: needs \"version\": 3"));
 }
 
 TEST(GraphJsonWrite, EmptyGraphRoundTrips) {

@@ -50,7 +50,22 @@ struct Op {
   int32_t layer = -1;               // model layer, for expert placements and layer grouping; -1 none
   std::string colocation;           // TF colocation key; ops sharing a key must share a device
   std::vector<MeasuredTime> measured_s;  // by device key, sorted, keys unique; usually empty
+  // PyTorch graphs (captured or imported): the module whose forward ran the op, as
+  // `named_modules()` spells its path ("" = the root module), and which call of that module it
+  // belongs to (0-based: a module called twice in one step has calls 0 and 1). A backward op
+  // belongs to the call its forward op came from; an update op to its parameter's owner. They let
+  // a placement move whole modules, as PyTorch can; empty/0 for TF graphs.
+  std::string module;
+  int32_t call = 0;
 };
+
+// How a framework runs the graph, which decides the simulator's rules (docs/simulator.md).
+// kDataflow: TensorFlow 1.x's executor — every device launches its own ready ops, across streams.
+// kEager: PyTorch eager — one host thread issues the ops in program order (op id order), each
+// with a host cost; backward ops on a GPU are issued by autograd's thread for that GPU.
+enum class Execution : uint8_t { kDataflow, kEager };
+std::string_view execution_name(Execution execution);                     // "dataflow", "eager"
+std::optional<Execution> execution_from_name(std::string_view name);      // inverse; nullopt if unknown
 
 // One edge: a tensor from producer to consumer, or a control dependency (no data).
 struct Tensor {
@@ -103,8 +118,14 @@ class OpGraph {
 
   const Adjacency& adjacency() const { return g_; }
 
+  // How the graph is executed (Execution). Eager graphs list their ops in program order, so an
+  // eager graph's every edge must go from a smaller id to a larger one (io checks files).
+  Execution execution() const { return execution_; }
+  void set_execution(Execution execution) { execution_ = execution; }
+
  private:
   Adjacency g_;
+  Execution execution_ = Execution::kDataflow;
   std::unordered_map<std::string, OpId> by_name_;
 };
 
