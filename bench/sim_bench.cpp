@@ -253,6 +253,37 @@ void BM_SimulateBatch_Inception(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateBatch_Inception)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The eager model's cost against the dataflow model's on one graph (issue: within 1.5× per op):
+// op-level inception_v3:batch=32,framework=pytorch on k80x4, simulated as PyTorch runs it
+// (state.range(0) = 1, Execution::kEager) and as TF's executor would (0), for 64 pseudo-random
+// placements in turn on one thread. Items are simulated ops, so items/s is the per-op rate.
+void BM_SimulateExecution_Inception(benchmark::State& state) {
+  static const models::Model model =
+      models::make_model(models::ModelSpec::parse("inception_v3:batch=32,framework=pytorch"));
+  static const Machine machine = load_machine("k80x4");
+  static const AnalyticCostModel cost(machine);
+  OpGraph graph = model.graph;
+  graph.set_execution(state.range(0) ? Execution::kEager : Execution::kDataflow);
+  const Simulator sim(graph, cost);
+  const std::size_t ops = graph.num_ops(), devices = machine.num_devices();
+  std::vector<Placement> batch(64, Placement(ops));
+  for (std::size_t k = 0; k < batch.size(); ++k)
+    for (std::size_t i = 0; i < ops; ++i) batch[k][i] = static_cast<DeviceId>(splitmix64(k * ops + i) % devices);
+  SimWorkspace workspace;
+  SimResult result;
+  double sum = 0;
+  for (auto _ : state) {
+    sum = 0;
+    for (const Placement& p : batch) {
+      sim.simulate(p, workspace, result);
+      sum += result.step_time_s;
+    }
+  }
+  state.SetLabel(fmt::format("{} ops, {}, sum {:.6g} s", ops, state.range(0) ? "eager" : "dataflow", sum));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch.size() * ops));
+}
+BENCHMARK(BM_SimulateExecution_Inception)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
 // What critpath pays once per pass: one step of op-level inception_v3:batch=32 on k80x4 simulated
 // with its timeline (state.range(0) = 1) and its critical path read back (2), for a placement of
 // blocks of 200 ops on pseudo-random GPUs. The label: the path's events.

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,11 @@ nlohmann::json inspect_json(const GraphSource& src) {
   j["edge_bytes"] = edges_bytes;
   j["cpu_only_ops"] = cpu_only;
   j["measured_ops"] = measured;  // ops whose graph carries measured times (measured_s)
+  j["execution"] = std::string(execution_name(g.execution()));
+  std::set<std::string> modules;
+  for (OpId id = 0; id < g.num_ops(); ++id)
+    if (!g.op(id).module.empty()) modules.insert(g.op(id).module);
+  if (!modules.empty()) j["modules"] = modules.size();  // distinct PyTorch module paths ops name
   if (src.parameters) j["parameters"] = *src.parameters;
   j["flops"] = total.flops;
   j["persistent_bytes"] = total.persistent_bytes;
@@ -93,6 +99,9 @@ void print_inspect(const nlohmann::json& j) {
   fmt::print("ops          {} ({} cpu-only), {} edges carrying {}\n", j["ops"].get<int64_t>(),
              j["cpu_only_ops"].get<int64_t>(), j["edges"].get<int64_t>(), format_bytes(j["edge_bytes"].get<int64_t>()));
   if (j.contains("parameters")) fmt::print("parameters   {}\n", j["parameters"].get<int64_t>());
+  fmt::print("execution    {}{}\n", j["execution"].get<std::string>(),
+             j["execution"] == "eager" ? " (PyTorch: one host thread issues the ops in program order)" : " (TensorFlow 1.x)");
+  if (j.contains("modules")) fmt::print("modules      {} module paths named by the ops\n", j["modules"].get<int64_t>());
   if (const int64_t n = j["measured_ops"].get<int64_t>(); n > 0)
     fmt::print("measured     {} ops carry measured times (they come before the cost model)\n", n);
   fmt::print("work         {} per step\n", format_flops(j["flops"].get<double>()));

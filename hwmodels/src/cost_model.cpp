@@ -118,4 +118,9 @@ double CostModel::transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) con
   return r.latency_s + static_cast<double>(bytes) / r.bandwidth_Bps;
 }
 
+double CostModel::dispatch_time_s(const Op& /*op*/) const {
+  const std::optional<DeviceId> cpu = machine_->default_cpu();
+  return cpu ? machine_->devices[*cpu].dispatch_s : kDefaultDispatchS;
+}
+
 }  // namespace placelab

@@ -114,6 +114,8 @@ void Machine::finalize() {
     if (!non_negative(d.launch_overhead_s))
       throw MachineError(where + ".launch_overhead_s", format_number(d.launch_overhead_s),
                          "must be a finite number >= 0");
+    if (!non_negative(d.dispatch_s) || d.dispatch_s > 1.0)
+      throw MachineError(where + ".dispatch_s", format_number(d.dispatch_s), "must be a finite number in [0, 1] s");
   }
   for (std::size_t i = 0; i < switches.size(); ++i) {
     std::string where = "switches[" + std::to_string(i) + "]";

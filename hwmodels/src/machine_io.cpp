@@ -155,7 +155,7 @@ class MachineReader {
   static constexpr std::string_view kNetworkKeys[] = {"bandwidth_Bps", "latency_s", "nics", "attach_bandwidth_Bps"};
   static constexpr std::string_view kDeviceKeys[] = {
       "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s",
-      "copy_engine", "efficiency"};
+      "dispatch_s", "copy_engine", "efficiency"};
   static constexpr std::string_view kEfficiencyKeys[] = {
       "base", "winograd_speedup", "host_op_s", "gemm", "conv2d", "conv2d_backprop_input", "conv2d_backprop_filter",
       "elementwise", "reduction", "embedding", "softmax", "copy"};
@@ -445,6 +445,12 @@ class MachineReader {
       fail(field_line(path, "streams"), path + ".streams", text, "must be an integer in 1..256");
     d.streams = *streams_value;
     d.launch_overhead_s = read_quantity(node, path, "launch_overhead_s", Quantity::kSeconds, true);
+    if (node["dispatch_s"]) {
+      if (d.kind != DeviceKind::kCpu)
+        fail(field_line(path, "dispatch_s"), path + ".dispatch_s", node["dispatch_s"].IsScalar() ? node["dispatch_s"].Scalar() : "",
+             "only a CPU has it: the host thread that issues an eager program's ops runs on a CPU");
+      d.dispatch_s = read_quantity(node, path, "dispatch_s", Quantity::kSeconds, true);
+    }
     if (const YAML::Node ce = node["copy_engine"]) {
       const std::string v = ce.IsScalar() ? ce.Scalar() : describe_node(ce);
       if (v != "true" && v != "false") fail(field_line(path, "copy_engine"), path + ".copy_engine", v, "must be true or false");

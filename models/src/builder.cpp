@@ -1511,6 +1511,8 @@ OpGraph TrainingGraphBuilder::finish() && {
   b.backward();
   b.finished = true;
   OpGraph g = b.options.granularity == Granularity::kLayer ? b.to_layer_graph() : b.to_graph();
+  // A PyTorch program runs eagerly, its ops in the order they were emitted (docs/simulator.md).
+  if (b.options.framework == Framework::kPyTorch) g.set_execution(Execution::kEager);
   b.nodes.clear();
   b.values.clear();
   return g;

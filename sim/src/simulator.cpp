@@ -16,89 +16,10 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
+#include "flat_graph.h"
 
 namespace placelab {
 namespace sim_detail {
-
-// An out-edge in CSR form. `in_pos` is the index of the same edge in the in-edge array, so a
-// producer can leave per-edge information (which received copy feeds it) for its consumer.
-struct OutEdge {
-  uint32_t dst = 0;
-  uint32_t in_pos = 0;
-  bool data = true;  // false: a control edge, which carries no tensor
-};
-
-struct InEdge {
-  uint32_t src = 0;
-  bool data = true;
-};
-
-// What the event loop reads about an op when it starts or finishes, in one 32-byte record: its
-// adjacency ranges and sizes then share one cache line instead of four arrays.
-struct OpInfo {
-  uint32_t out_begin = 0, out_end = 0;  // range in FlatGraph::out
-  uint32_t in_begin = 0, in_end = 0;    // range in FlatGraph::in
-  int64_t output_bytes = 0;
-  int64_t send_bytes = 0;  // wire size of the op's output: max bytes of its data edges
-};
-
-// Per ordered device pair (src * num_devices + dst): its route as a range of
-// FlatGraph::route_hops, and the transfer time line latency + bytes × seconds_per_byte when the
-// cost model is affine for that pair (checked at probe sizes), which saves a virtual call per
-// transfer; otherwise the cost model is asked for every transfer.
-struct PairInfo {
-  double latency_s = 0;
-  double s_per_byte = 0;
-  uint32_t hop_begin = 0, hop_end = 0;
-  uint32_t queue = 0;  // the transfer queue of its first hop (see FlatGraph::num_queues)
-  bool affine = false;
-  // The destination has no copy engine (Device::copy_engine = false): the copy waits in its
-  // ready queue and runs on one of its compute slots; no link is reserved.
-  bool by_device = false;
-};
-
-// Everything an evaluation reads, flattened once so the hot loop touches only contiguous arrays.
-struct FlatGraph {
-  const CostModel* cost = nullptr;
-  const Machine* machine = nullptr;
-  uint32_t num_ops = 0;
-  uint32_t num_devices = 0;
-  uint32_t num_links = 0;         // link directions
-  uint32_t num_data_edges = 0;    // bounds the number of transfers of one evaluation
-  // Transfer queues: one per link direction that is the first hop of some route, numbered
-  // densely. Only those ever hold a queue, so only they need a leaf in the event tree.
-  uint32_t num_queues = 0;
-  // Leaves of the event tree: compute slots + queues rounded up to a power of two, so every
-  // leaf is tree_depth levels below the root and the replay loop has one trip count, which the
-  // branch predictor learns (a ragged tree mispredicts its exit on about every other replay).
-  uint32_t num_leaves = 1;
-  uint32_t tree_depth = 0;
-  uint32_t max_out_degree = 0;
-  std::vector<OpInfo> ops;
-  std::vector<OutEdge> out;
-  std::vector<InEdge> in;
-  std::vector<uint32_t> sources;  // ops without in-edges, by id: ready at t = 0
-  // Op times per cost class (devices the cost model prices alike, CostModel::
-  // op_time_representative): op * num_cost_classes + cost_class[device]. A cluster of 512
-  // identical GPUs has one class for them, not 512 columns.
-  uint32_t num_cost_classes = 0;
-  std::vector<uint32_t> cost_class;            // per device
-  std::vector<DeviceId> class_representative;  // per class: the device its op times were asked for
-  std::vector<double> op_time_s;
-  std::vector<int64_t> persistent_bytes;
-  std::vector<uint8_t> cpu_only;
-  std::vector<uint8_t> device_is_gpu;
-  bool has_cpu = false;
-  DeviceId default_cpu = 0;
-  std::vector<PairInfo> pairs;    // num_devices²
-  std::vector<LinkDirection> route_hops;
-  std::vector<uint32_t> slot_off;   // device → first compute slot; num_devices + 1 entries
-  std::vector<int64_t> capacity_bytes;
-
-  DeviceId effective_device(uint32_t op, DeviceId device) const {
-    return (cpu_only[op] && device_is_gpu[device] && has_cpu) ? default_cpu : device;
-  }
-};
 
 // An entry of the event queue, ordered by (time, key) with key = kind << 32 | id: the fixed
 // processing order at one instant that determinism and the memory rules rely on. For an op
@@ -255,6 +176,8 @@ struct SimWorkspace::Impl {
   std::vector<uint64_t> dest_bits;
   // The finishing producer's remote data edges (out-edge indices); sized by the largest out-degree.
   std::vector<uint32_t> remote_edges;
+  // The eager execution model's state (eager.cpp); untouched by dataflow graphs.
+  sim_detail::EagerScratch eager;
 
   void reserve_for(const FlatGraph& g) {
     const std::size_t n = g.num_ops, nd = g.num_devices;
@@ -382,18 +305,7 @@ class Evaluation {
     r_.transfers = num_transfers_;
 
     for (uint32_t l = 0; l < g_.num_links; ++l) r_.links[l] = LinkStats{links_[l].bytes, links_[l].busy_s};
-    int64_t worst = 0;
-    for (uint32_t d = 0; d < nd_; ++d) {
-      DeviceStats& s = r_.devices[d];
-      s.peak_memory_bytes = s.persistent_bytes + devs_[d].peak_transient_bytes;
-      int64_t excess = s.peak_memory_bytes - g_.capacity_bytes[d];
-      if (excess > worst) {
-        worst = excess;
-        r_.oom = true;
-        r_.oom_device = static_cast<DeviceId>(d);
-        r_.oom_excess_bytes = excess;
-      }
-    }
+    sim_detail::settle_memory(g_, r_, [&](uint32_t d) { return devs_[d].peak_transient_bytes; });
     if constexpr (kRecord)
       std::stable_sort(r_.timeline.begin(), r_.timeline.end(),
                        [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_s < b.start_s; });
@@ -687,17 +599,8 @@ class Evaluation {
     if constexpr (kRecord) r_.timeline.push_back({TimelineEvent::Kind::kTransfer, producer, dst, src, 0, start, end, bytes});
   }
 
-  // Seconds `bytes` take from src to dst (the pair's line when affine).
   double transfer_duration(const sim_detail::PairInfo& pair, int64_t bytes, DeviceId src, DeviceId dst) const {
-    if (pair.affine) {
-      // Finite and non-negative by construction (checked when the Simulator was built).
-      return pair.latency_s + static_cast<double>(bytes) * pair.s_per_byte;
-    }
-    const double duration = g_.cost->transfer_time_s(bytes, src, dst);
-    // The event order and the per-link FIFO reasoning need finite, non-negative durations.
-    PLACELAB_CHECK(duration >= 0 && duration < std::numeric_limits<double>::infinity())
-        << g_.cost->describe() << ": transfer_time_s(" << bytes << ", " << src << ", " << dst << ") = " << duration;
-    return duration;
+    return sim_detail::transfer_duration(g_, pair, bytes, src, dst);
   }
 
   // Starts the copy at the head of `d`'s copy queue on its lowest free slot (free_slots > 0).
@@ -920,6 +823,27 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
       pair.hop_end = static_cast<uint32_t>(g.route_hops.size());
     }
   }
+  if (graph.execution() == Execution::kEager) {
+    // The eager model's inputs (docs/simulator.md, "Eager execution"): what the host pays per op
+    // and who issues each op. Its pass
+    // walks ops in id order as program order, so every edge must run forward in it.
+    g.eager = true;
+    g.dispatch_s.resize(n);
+    g.backward.resize(n);
+    for (OpId op = 0; op < n; ++op) {
+      const Op& o = graph.op(op);
+      const double t = cost.dispatch_time_s(o);
+      PLACELAB_CHECK(t >= 0 && std::isfinite(t)) << cost.describe() << ": dispatch_time_s(" << o.name << ") = " << t;
+      g.dispatch_s[op] = t;
+      g.backward[op] = o.phase == Phase::kBackward ? 1 : 0;
+      for (uint32_t k = g.ops[op].in_begin; k < g.ops[op].in_end; ++k)
+        if (g.in[k].src > op)
+          throw InputError("eager graph: op " + ("'" + o.name + "'") + " (" + std::to_string(op) + ") consumes op " +
+                           ("'" + graph.op(g.in[k].src).name + "'") + " (" + std::to_string(g.in[k].src) +
+                           "), which comes later; an eager graph lists its ops in program order");
+    }
+    g.copy_dispatch_s = g.has_cpu ? machine.devices[g.default_cpu].dispatch_s : kDefaultDispatchS;
+  }
   g.num_leaves = std::bit_ceil(g.slot_off[nd] + g.num_queues);
   g.tree_depth = static_cast<uint32_t>(std::countr_zero(g.num_leaves));
 }
@@ -951,7 +875,13 @@ void Simulator::simulate(std::span<const DeviceId> placement, SimWorkspace& work
   const Prepared& g = *prepared_;
   check_placement(placement, g.num_ops, g.num_devices, "placement");
   SimWorkspace::Impl& w = workspace.impl();
+  if (g.eager) {
+    sim_detail::simulate_eager(g, placement, w.eager, result, options.record_timeline);
+    return;
+  }
   w.reserve_for(g);
+  result.host_busy_s = 0;
+  result.host_timeline.clear();
   if (options.record_timeline)
     Evaluation<true>(g, w, result).run(placement);
   else

@@ -4,6 +4,7 @@
 #include "placelab/sim/trace.h"
 
 #include <ostream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -62,6 +63,25 @@ void write_chrome_trace(const SimResult& result, const OpGraph& graph, const Mac
                                     {"from", machine.devices[e.src_device].name},
                                     {"to", machine.devices[e.device].name},
                                     {"bytes", e.bytes}}}});
+    }
+  }
+  // Eager graphs: the host threads that issued the ops, one more process after the links.
+  if (!result.host_timeline.empty()) {
+    const int host_pid = links_pid + 1;
+    events.push_back(metadata("process_name", host_pid, -1, {{"name", "host threads"}}));
+    events.push_back(metadata("process_sort_index", host_pid, -1, {{"sort_index", host_pid}}));
+    std::vector<bool> named(machine.num_devices() + 1, false);
+    for (const HostEvent& e : result.host_timeline) {
+      PLACELAB_CHECK(e.op < graph.num_ops() && e.thread <= machine.num_devices()) << "host event op " << e.op;
+      if (!named[e.thread]) {
+        named[e.thread] = true;
+        const std::string name = e.thread == 0 ? "main" : "autograd " + machine.devices[e.thread - 1].name;
+        events.push_back(metadata("thread_name", host_pid, static_cast<int>(e.thread), {{"name", name}}));
+      }
+      const Op& op = graph.op(e.op);
+      events.push_back({{"ph", "X"}, {"cat", "issue"}, {"name", op.name}, {"pid", host_pid}, {"tid", e.thread},
+                        {"ts", e.start_s * kMicrosecondsPerSecond}, {"dur", (e.end_s - e.start_s) * kMicrosecondsPerSecond},
+                        {"args", {{"op", e.op}, {"type", op.type}}}});
     }
   }
   for (const MemorySample& m : result.memory_timeline)

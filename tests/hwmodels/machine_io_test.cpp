@@ -183,7 +183,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(1, "name: [a, b]"), "t.yaml:1: name = <a sequence>: must be a string"},
       {"name: toy\ndevices:\n  - just a string\n",
        "t.yaml:3: devices[0] = just a string: must be a mapping with keys name, kind, model, peak_flops, "
-       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine, efficiency"},
+       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, dispatch_s, copy_engine, efficiency"},
       {with_line(9, "    launch_overhead_s: 3 us\n    copy_engine: no"),
        "t.yaml:10: devices[0].copy_engine = no: must be true or false"},
       {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
@@ -202,7 +202,7 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
 TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(with_line(5, "    peek_flops: 1e11")),
             "t.yaml:5: devices[0].peek_flops: unknown key; allowed keys: name, kind, model, peak_flops, "
-            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, copy_engine, efficiency");
+            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, dispatch_s, copy_engine, efficiency");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
             "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links, cluster");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),

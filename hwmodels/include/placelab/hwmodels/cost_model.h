@@ -56,6 +56,11 @@ class CostModel {
   // latency + bytes / bandwidth; 0 when src == dst.
   // The default uses the machine's route; calibrated models may override per device pair.
   virtual double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const;
+  // Host seconds an eager framework's thread spends issuing `op` (docs/simulator.md, "Eager
+  // execution"): Python, dispatcher, autograd and the launch call. The default is the dispatch_s
+  // of the machine's first CPU (kDefaultDispatchS without a CPU); a calibration from a trace
+  // answers per op type. Finite, >= 0.
+  virtual double dispatch_time_s(const Op& op) const;
   // A short description for reports ("analytic roofline", "calibrated: host.yaml").
   virtual std::string describe() const = 0;
   // The device whose op costs `device` shares: a device id ≤ `device`, of the same kind, for which

@@ -36,6 +36,12 @@ class MachineError : public Error {
 };
 
 enum class DeviceKind : uint8_t { kCpu, kGpu };
+
+// Host seconds per op of PyTorch eager when a machine file gives none: the median host time
+// (cpu_op duration) of the 1,671 kernel-launching top-level ops of three steady steps of a real
+// ResNet-50-like training run on a V100 node (the Kineto trace v100-sxm2-cnn-training of
+// docs/calibration.md; both autograd threads, profiler on with shapes recorded, which inflates it).
+inline constexpr double kDefaultDispatchS = 46.5e-6;
 std::string_view device_kind_name(DeviceKind kind);  // "cpu", "gpu"
 
 // One compute device. Units are in the names: FLOP/s, bytes/s, bytes, seconds.
@@ -48,6 +54,11 @@ struct Device {
   int64_t memory_bytes = 0;            // usable memory capacity
   int streams = 1;                     // compute slots that run ops concurrently
   double launch_overhead_s = 0;        // fixed cost added to every op run here
+  // CPUs: seconds an eager framework's host thread on this CPU spends issuing one op (PyTorch:
+  // Python, the dispatcher, autograd's bookkeeping and the launch call); the simulator's eager
+  // mode charges it per op (docs/simulator.md, "Eager execution"). Only the machine's first CPU's
+  // figure is used. The default is kDefaultDispatchS.
+  double dispatch_s = kDefaultDispatchS;
   // true: copies into this device run on DMA engines, beside its ops (a GPU). false: the device's
   // own cores copy — a received tensor is a memcpy that takes one of its compute slots, as in
   // placelab's CPU executor (`placelab calibrate --backend cpu` writes false).

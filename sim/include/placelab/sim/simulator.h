@@ -55,6 +55,16 @@ struct MemorySample {
   uint32_t buffer = kPersistent;
 };
 
+// One span of an eager program's host thread (docs/simulator.md, "Eager execution"): the thread
+// issuing `op` (its dispatch cost), or blocked in a synchronous copy for it. Thread 0 is the
+// program's main thread; thread 1 + d is autograd's thread for GPU d during the backward.
+struct HostEvent {
+  OpId op = 0;
+  uint32_t thread = 0;
+  double start_s = 0;
+  double end_s = 0;
+};
+
 // What one device did during the step.
 struct DeviceStats {
   double busy_s = 0;              // sum of op durations run on the device
@@ -82,6 +92,10 @@ struct SimResult {
   // Only with SimOptions::record_timeline: every change of a device's memory in use, in the order
   // the simulator applied them (time non-decreasing).
   std::vector<MemorySample> memory_timeline;
+  // Eager graphs, with SimOptions::record_timeline only: the host threads' spans, in issue order.
+  std::vector<HostEvent> host_timeline;
+  // Eager graphs: seconds the host threads spent issuing ops and running CPU ops (all threads).
+  double host_busy_s = 0;
 };
 
 // "out of memory on gpu:1: peak 13000 bytes exceeds capacity 12000 bytes by 1000 bytes", or ""
