@@ -126,7 +126,7 @@ CudaExecutor::CudaExecutor(const OpGraph& graph, const Machine& machine, CudaExe
   cuda_of_device_ = cuda_device_map(machine, options_);
   std::string why;
   const int visible = gpu::visible_device_count(&why);
-  if (visible == 0) throw InputError("no CUDA device: " + why);
+  if (visible == 0) throw InputError(why);
   for (std::size_t d = 0; d < cuda_of_device_.size(); ++d)
     if (cuda_of_device_[d] >= visible)
       throw InputError("machine device " + machine.devices[d].name + " maps to CUDA device " +

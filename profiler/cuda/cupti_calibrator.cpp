@@ -105,7 +105,7 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
 
   std::string why;
   const int visible = gpu::visible_device_count(&why);
-  if (visible == 0) throw InputError("no CUDA device: " + why);
+  if (visible == 0) throw InputError(why);
   std::vector<int> devices = options.devices;
   if (devices.empty())
     for (int d = 0; d < visible; ++d) devices.push_back(d);

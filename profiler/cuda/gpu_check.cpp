@@ -1,5 +1,7 @@
 #include "placelab/profiler/gpu_check.h"
 
+#include "placelab/profiler/gpu_backend.h"
+
 #include <sstream>
 
 namespace placelab::gpu {
@@ -62,11 +64,10 @@ int visible_device_count(std::string* reason) {
     // Clear the sticky "last error" so later runtime calls do not report it again.
     (void)cudaGetLastError();
     if (reason)
-      *reason = "cudaGetDeviceCount returned " + std::to_string(static_cast<int>(status)) + " (" +
-                cudaGetErrorName(status) + ": " + cudaGetErrorString(status) + ")";
+      *reason = no_gpu_message(static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status), 0);
     return 0;
   }
-  if (count == 0 && reason) *reason = "cudaGetDeviceCount found 0 devices";
+  if (count == 0 && reason) *reason = no_gpu_message(0, "cudaSuccess", "", 0);
   return count;
 }
 

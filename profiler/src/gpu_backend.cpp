@@ -62,6 +62,25 @@ void rethrow(const detail::GpuBackendError& e) {
 
 }  // namespace
 
+std::string no_gpu_message(int status, std::string_view status_name, std::string_view description, int count) {
+  // cudaErrorInsufficientDriver (35) and cudaErrorNoDevice (100): the two answers of a machine
+  // without a usable NVIDIA GPU (cuda_runtime_api.h); anything else is said as CUDA says it.
+  std::string what;
+  if (status == 35)
+    what = "no NVIDIA driver is loaded, or it is older than this CUDA runtime";
+  else if (status == 100)
+    what = "the driver sees no CUDA-capable device";
+  else if (status == 0)
+    what = "the driver reports " + std::to_string(count) + " CUDA devices";
+  else
+    what = "the CUDA runtime failed";
+  std::string looked = "looked for CUDA devices with cudaGetDeviceCount";
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) looked += " (CUDA_VISIBLE_DEVICES=\"" + std::string(visible) + "\")";
+  std::string m = "no GPU found: " + looked + ": " + what;
+  if (status != 0) m += " (" + std::string(status_name) + ", " + std::to_string(status) + ": " + std::string(description) + ")";
+  return m;
+}
+
 std::string gpu_backend_path() {
   if (const char* env = std::getenv("PLACELAB_GPU_BACKEND"); env && *env) return fs::exists(env) ? env : "";
   const fs::path dir = executable_dir();

@@ -1,6 +1,7 @@
 #include "placelab/profiler/cpu_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/executor_buffers.h"
+#include "placelab/profiler/gpu_backend.h"
 #include "placelab/profiler/verify.h"
 #include "test_machines.h"
 
@@ -172,3 +174,20 @@ TEST(ExecutorBuffers, KernelsOnTheirDevicesAndCopiesAtBothEnds) {
 
 }  // namespace
 }  // namespace placelab
+
+// The GPU commands' message on a machine without a usable GPU: what was looked for and what
+// answered, in words first, CUDA's own words after (the CUDA module builds it the same way).
+TEST(NoGpuMessage, SaysWhatWasLookedForAndWhy) {
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(placelab::no_gpu_message(35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version", 0),
+            "no GPU found: looked for CUDA devices with cudaGetDeviceCount: no NVIDIA driver is loaded, or it is older "
+            "than this CUDA runtime (cudaErrorInsufficientDriver, 35: CUDA driver version is insufficient for CUDA "
+            "runtime version)");
+  EXPECT_EQ(placelab::no_gpu_message(0, "cudaSuccess", "", 0),
+            "no GPU found: looked for CUDA devices with cudaGetDeviceCount: the driver reports 0 CUDA devices");
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_NE(placelab::no_gpu_message(100, "cudaErrorNoDevice", "no CUDA-capable device is detected", 0)
+                .find("(CUDA_VISIBLE_DEVICES=\"\"): the driver sees no CUDA-capable device"),
+            std::string::npos);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+}

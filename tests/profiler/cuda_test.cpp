@@ -28,7 +28,7 @@ std::string no_device_reason() {
 #define REQUIRE_GPU()                                                  \
   do {                                                                 \
     const std::string why_ = no_device_reason();                       \
-    if (!why_.empty()) GTEST_SKIP() << "no CUDA device: " << why_;     \
+    if (!why_.empty()) GTEST_SKIP() << why_;     \
   } while (0)
 
 // ---------------------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ TEST(NoDevice, EntryPointsThrowInputErrorWithTheReason) {
     calibrate_cupti(o);
     FAIL() << "no throw";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "no CUDA device: " + why);
+    EXPECT_EQ(std::string(e.what()), why);
   }
   OpGraph g;
   g.add_op({.name = "a", .type = "MatMul", .kernel = KernelSignature::gemm(8, 8, 8)});
@@ -194,7 +194,7 @@ TEST(NoDevice, EntryPointsThrowInputErrorWithTheReason) {
     CudaExecutor exec(g, m);
     FAIL() << "no throw";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "no CUDA device: " + why);
+    EXPECT_EQ(std::string(e.what()), why);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "placelab/profiler/cuda_executor.h"
 #include "placelab/profiler/cupti_calibrator.h"
@@ -19,6 +20,12 @@ namespace placelab {
 // Where the module is looked for: $PLACELAB_GPU_BACKEND when set, else next to the running
 // executable, else ../lib/placelab/ beside it (the install layout). Empty when none exists.
 std::string gpu_backend_path();
+
+// The one message of a GPU command on a machine where no GPU can be used: "no GPU found: " with
+// what was looked for (CUDA devices through cudaGetDeviceCount, CUDA_VISIBLE_DEVICES when set) and
+// what answered, in words first. `status` and its name and description are cudaGetDeviceCount's;
+// `count` the devices it reported when it succeeded. Plain C++, so the CPU tests check it.
+std::string no_gpu_message(int status, std::string_view status_name, std::string_view description, int count);
 
 // calibrate_cupti(options) in the module. Throws InputError when the module cannot be found or
 // loaded (the message says where it looked and why), or what calibrate_cupti throws.

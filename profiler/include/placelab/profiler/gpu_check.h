@@ -6,7 +6,7 @@
 //
 //   PLACELAB_CUDA_CHECK(cudaMalloc(&p, bytes));          // throws "cudaMalloc(&p, bytes) failed: …"
 //   std::string why;
-//   if (visible_device_count(&why) == 0) throw InputError("no CUDA device: " + why);
+//   if (visible_device_count(&why) == 0) throw InputError(why);   // "no GPU found: …"
 #pragma once
 
 #include <string>
@@ -36,10 +36,10 @@ void check_status(cublasStatus_t status, const char* call, const char* file, int
 void check_status(cudnnStatus_t status, const char* call, const char* file, int line);
 void check_status(CUptiResult status, const char* call, const char* file, int line);
 
-// The number of CUDA devices this process sees. When there is none, `reason` (may be null) says
-// why: "cudaGetDeviceCount returned 35 (cudaErrorInsufficientDriver: CUDA driver version is
-// insufficient for CUDA runtime version)" on a machine without a driver, or "cudaGetDeviceCount
-// found 0 devices". Never throws; never calls CUPTI.
+// The number of CUDA devices this process sees. When there is none, `reason` (may be null) is
+// no_gpu_message's (gpu_backend.h): "no GPU found: looked for CUDA devices with
+// cudaGetDeviceCount: no NVIDIA driver is loaded, … (cudaErrorInsufficientDriver, 35: …)" on a
+// machine without a driver. Never throws; never calls CUPTI.
 int visible_device_count(std::string* reason);
 
 }  // namespace placelab::gpu
