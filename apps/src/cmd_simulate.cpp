@@ -14,6 +14,7 @@
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/sim/allocator.h"
@@ -35,6 +36,7 @@ struct SimulateArgs {
   bool fragmentation = false;
   bool cost_sources = false;
   bool critical_path = false;
+  std::string execution;  // "" = the graph's own
 };
 
 // One GPU's BFC replay, for --fragmentation (CPU memory is not TensorFlow's BFC allocator).
@@ -66,7 +68,9 @@ nlohmann::json result_json(const SimResult& r, const Machine& m, const GraphSour
   j["ops"] = g.graph.num_ops();
   j["machine"] = m.name;
   j["placement"] = a.placement;
+  j["execution"] = std::string(execution_name(g.graph.execution()));
   j["step_time_s"] = r.step_time_s;
+  if (g.graph.execution() == Execution::kEager) j["host_busy_s"] = r.host_busy_s;
   j["oom"] = r.oom;
   if (r.oom) {
     j["oom_device"] = m.devices[r.oom_device].name;
@@ -124,6 +128,9 @@ void print_report(const SimResult& r, const Machine& m, const GraphSource& g, co
   fmt::print("machine    {}: {} devices, {} links\n", m.name, m.num_devices(), m.links.size());
   fmt::print("cost model {}\n", cost_description);
   fmt::print("placement  {}\n", a.placement);
+  if (g.graph.execution() == Execution::kEager)
+    fmt::print("execution  eager, as PyTorch runs it: host threads busy {} (docs/simulator.md)\n",
+               format_seconds(r.host_busy_s));
   fmt::print("step time  {}{}\n", format_seconds(r.step_time_s), r.oom ? "  (OUT OF MEMORY: see below)" : "");
   fmt::print("bound      {}{}: no placement is faster (critical path {}, work over {} slots {}){}\n\n",
              format_seconds(bound.step_s),
@@ -243,6 +250,7 @@ void print_critical_path(const std::vector<CriticalLink>& path, const SimResult&
 
 void run_simulate(const SimulateArgs& a) {
   GraphSource g = load_graph_source(a.graph, a.model);
+  if (!a.execution.empty()) g.graph.set_execution(*execution_from_name(a.execution));
   auto ms = load_machine_source(a.machine);
   const Machine& machine = ms->machine;
   Placement placement = resolve_placement(a.placement, g, *ms);
@@ -269,6 +277,12 @@ void run_simulate(const SimulateArgs& a) {
     if (sources) {
       fmt::print("\nwhere each op's time comes from (every op once, on its device; launch overhead included):\n");
       print_cost_sources(*sources);
+      // A calibration covers identical devices: say which devices another's measurements price.
+      if (const auto* calibrated = dynamic_cast<const CalibratedCostModel*>(ms->cost.get()))
+        for (DeviceId d = 0; d < machine.num_devices(); ++d)
+          if (auto on = calibrated->measured_on(d); on && *on != d)
+            fmt::print("{} is priced by the measurements of {} (an identical device)\n", machine.devices[d].name,
+                       machine.devices[*on].name);
     }
     if (a.critical_path) print_critical_path(path, r, machine, g.graph);
   }
@@ -287,6 +301,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--placement,-p", args->placement, placement_rules_help())->capture_default_str();
   cmd->add_option("--trace", args->trace, "Write the step's Chrome trace JSON here (open in Perfetto)");
   cmd->add_flag("--json", args->json, "Print the result as JSON instead of a table");
+  cmd->add_option("--execution", args->execution,
+                  "Run the graph as 'eager' (PyTorch: one host thread issues the ops in program order) or "
+                  "'dataflow' (TensorFlow 1.x's executor) instead of as the graph says (docs/simulator.md)")
+      ->check(CLI::IsMember({"eager", "dataflow"}));
   cmd->add_flag("--cost-sources", args->cost_sources,
                 "Per op type, how many ops and seconds were priced from exact measurements, class fits or the "
                 "analytic roofline (with --json: also per op)");

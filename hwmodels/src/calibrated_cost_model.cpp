@@ -15,14 +15,35 @@ CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibrati
   by_device_.assign(n, nullptr);
   for (const DeviceCalibration& d : calibration.devices)
     if (auto id = machine.find_device(d.device)) by_device_[*id] = &d;
-  // An uncalibrated device is priced by the analytic model: it shares the op times of the first
-  // uncalibrated device of its analytic class.
-  representative_.resize(n);
-  std::vector<DeviceId> first_uncalibrated(n, static_cast<DeviceId>(n));  // by analytic representative
+  // A calibration covers identical devices (docs/calibration.md, "Identical devices"): a device
+  // without measurements of its own takes those of the first calibrated device of its analytic
+  // class (same kind, peaks, launch overhead and efficiency profile) and, when both name their
+  // model, of the same model — a trace of gpu:0 prices gpu:1..7 of an 8-GPU node alike.
+  measured_on_.resize(n);
+  for (std::size_t d = 0; d < n; ++d) measured_on_[d] = static_cast<DeviceId>(d);
   for (std::size_t d = 0; d < n; ++d) {
-    representative_[d] = static_cast<DeviceId>(d);
     if (by_device_[d]) continue;
-    DeviceId& first = first_uncalibrated[analytic_->op_time_representative(static_cast<DeviceId>(d))];
+    const Device& dev = machine.devices[d];
+    for (std::size_t c = 0; c < n; ++c) {
+      const Device& cal = machine.devices[c];
+      if (c == d || !by_device_[c] || measured_on_[c] != c) continue;
+      if (analytic_->op_time_representative(static_cast<DeviceId>(c)) !=
+          analytic_->op_time_representative(static_cast<DeviceId>(d)))
+        continue;
+      if (!dev.model.empty() && !cal.model.empty() && dev.model != cal.model) continue;
+      measured_on_[d] = static_cast<DeviceId>(c);
+      break;
+    }
+  }
+  for (std::size_t d = 0; d < n; ++d) by_device_[d] = by_device_[measured_on_[d]];
+  // Devices priced by one calibration share the op times of the smallest of them; the others
+  // share those of the first device of their analytic class.
+  representative_.resize(n);
+  std::vector<DeviceId> first_of_calibration(n, static_cast<DeviceId>(n));  // by measured_on_
+  std::vector<DeviceId> first_uncalibrated(n, static_cast<DeviceId>(n));    // by analytic representative
+  for (std::size_t d = 0; d < n; ++d) {
+    DeviceId& first = by_device_[d] ? first_of_calibration[measured_on_[d]]
+                                    : first_uncalibrated[analytic_->op_time_representative(static_cast<DeviceId>(d))];
     if (first == n) first = static_cast<DeviceId>(d);
     representative_[d] = first;
   }
@@ -61,12 +82,25 @@ DeviceId CalibratedCostModel::op_time_representative(DeviceId device) const {
   return representative_[device];
 }
 
+std::optional<DeviceId> CalibratedCostModel::measured_on(DeviceId device) const {
+  PLACELAB_CHECK(device < measured_on_.size()) << "device " << device << " of " << measured_on_.size();
+  if (!by_device_[device]) return std::nullopt;
+  return measured_on_[device];
+}
+
 double CalibratedCostModel::transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const {
   if (src == dst) return 0;
   const std::size_t n = machine().num_devices();
   PLACELAB_CHECK(src < n && dst < n) << src << " -> " << dst << " of " << n << " devices";
   if (const CopyFit* fit = copies_[static_cast<std::size_t>(src) * n + dst]) return fit->time_s(static_cast<double>(bytes));
   return CostModel::transfer_time_s(bytes, src, dst);
+}
+
+double CalibratedCostModel::dispatch_time_s(const Op& op) const {
+  if (auto it = calibration_->dispatch_s_by_type.find(op.type); it != calibration_->dispatch_s_by_type.end())
+    return it->second;
+  if (calibration_->dispatch_s > 0) return calibration_->dispatch_s;
+  return CostModel::dispatch_time_s(op);
 }
 
 std::string CalibratedCostModel::describe() const {

@@ -499,7 +499,7 @@ CopyCalibration read_copy(const Reader& r, const YAML::Node& node, const std::st
 
 Calibration read_calibration_block(const Reader& r, const YAML::Node& node) {
   const std::string field = "calibration";
-  r.only_keys(node, field, {"backend", "host", "created", "devices", "copies"});
+  r.only_keys(node, field, {"backend", "host", "created", "devices", "copies", "dispatch_s", "dispatch_s_by_type"});
   Calibration c;
   c.backend = r.string(r.require(node, field, "backend"), field + ".backend");
   if (node["host"]) c.host = r.string(node["host"], field + ".host");
@@ -519,6 +519,20 @@ Calibration read_calibration_block(const Reader& r, const YAML::Node& node) {
       CopyCalibration cc = read_copy(r, copies[i], f);
       if (c.find_copy(cc.src, cc.dst)) r.fail_at(copies[i].Mark(), f, "duplicate copy " + cc.src + " -> " + cc.dst);
       c.copies.push_back(std::move(cc));
+    }
+  }
+  // Host costs: seconds, at most one second an op (no framework spends more issuing one).
+  auto host_seconds = [&](const YAML::Node& v, const std::string& f) {
+    const double t = r.positive(v, f);
+    if (t > 1.0) r.fail(v, f, "must be <= 1 s: the host's cost of issuing one op");
+    return t;
+  };
+  if (YAML::Node d = node["dispatch_s"]) c.dispatch_s = host_seconds(d, field + ".dispatch_s");
+  if (YAML::Node by = node["dispatch_s_by_type"]) {
+    if (!by.IsMap()) r.fail(by, field + ".dispatch_s_by_type", "must be a mapping of op type to seconds");
+    for (const auto& kv : by) {
+      const std::string key = r.key(kv.first, field + ".dispatch_s_by_type");
+      c.dispatch_s_by_type[key] = host_seconds(kv.second, field + ".dispatch_s_by_type." + key);
     }
   }
   return c;
@@ -632,6 +646,11 @@ void write_calibration(std::ostream& o, const Calibration& c) {
   o << "  backend: " << yaml_quoted(c.backend) << "\n";
   if (!c.host.empty()) o << "  host: " << yaml_quoted(c.host) << "\n";
   if (!c.created.empty()) o << "  created: " << yaml_quoted(c.created) << "\n";
+  if (c.dispatch_s > 0) o << "  dispatch_s: " << num(c.dispatch_s) << "\n";
+  if (!c.dispatch_s_by_type.empty()) {
+    o << "  dispatch_s_by_type:\n";
+    for (const auto& [type, t] : c.dispatch_s_by_type) o << "    " << yaml_quoted(type) << ": " << num(t) << "\n";
+  }
   o << "  devices:" << (c.devices.empty() ? " []" : "") << "\n";
   for (const DeviceCalibration& d : c.devices) {
     o << "    - device: " << yaml_quoted(d.device) << "\n";
@@ -703,6 +722,7 @@ std::string machine_yaml(const Machine& m, bool as_block) {
     o << in << "    memory_bytes: " << d.memory_bytes << "\n";
     o << in << "    streams: " << d.streams << "\n";
     o << in << "    launch_overhead_s: " << num(d.launch_overhead_s) << "\n";
+    if (d.dispatch_s != kDefaultDispatchS) o << in << "    dispatch_s: " << num(d.dispatch_s) << "\n";
     if (!d.copy_engine) o << in << "    copy_engine: false\n";
     if (d.efficiency && d.efficiency->name != "custom") {
       o << in << "    efficiency: " << d.efficiency->name << "\n";

@@ -360,6 +360,11 @@ struct InstanceRec {
   std::string autograd_node;  // Kineto: the enclosing autograd function ("ConvolutionBackward0"), "" none
   Phase phase = Phase::kForward;
   double ts = 0;              // host start (µs): orders the instances of one step
+  // Kineto: the host time its issue took, seconds — its share of the outermost cpu_op around it
+  // on its thread (an autograd node's evaluate_function, or the aten op itself), split evenly
+  // among the instances under that root. 0 where unknown (TensorFlow timelines).
+  double host_s = 0;
+  int64_t host_root = -1;     // Kineto: index of that root among Collected's roots; -1 none
   std::optional<KernelSignature> signature;             // from shapes (TF: from the graph by node name)
   std::optional<ConvBackwardSignatures> conv_backward;  // aten::convolution_backward with shapes
   std::optional<std::vector<bool>> output_mask;         // aten::convolution_backward, when recorded
@@ -533,6 +538,7 @@ std::vector<std::string> concrete_inputs_of(const json& args) {
 // with the phase and the autograd function around it.
 struct Attribution {
   int event = -1;
+  int root = -1;  // the outermost cpu_op (not annotation) around the launch
   Phase phase = Phase::kForward;
   std::string_view autograd_node;
 };
@@ -547,6 +553,7 @@ Attribution attribute(const Thread& t, int inner) {
       a.event = i;  // keeps the outermost
     }
     if (!h.annotation && first_op < 0) first_op = i;
+    if (!h.annotation) a.root = i;
     if (h.annotation && first_annotation < 0) first_annotation = i;
     if (is_backward_node(h.name) && a.autograd_node.empty()) a.autograd_node = h.name;
     backward |= is_evaluate_function(h.name) || is_backward_node(h.name);
@@ -702,6 +709,8 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
         by_external.emplace(*id, std::make_pair(&t, i));
 
   std::unordered_map<const json*, int64_t> instance_ids;  // host event → index into c.instances
+  std::unordered_map<const json*, int64_t> root_ids;      // outermost host op → index into root_s
+  std::vector<double> root_s;                             // its duration, seconds
   auto step_of = [&](double t) {
     auto it = std::upper_bound(s.steps.begin(), s.steps.end(), t, [](double v, const KinetoScan::Step& st) { return v < st.ts; });
     if (it == s.steps.begin()) return -1;
@@ -756,12 +765,27 @@ Collected collect_kineto(const json& root, const json& events, std::string_view 
       if (a.event >= 0) {
         const HostEvent& h = thread->events[a.event];
         auto [it, inserted] = instance_ids.emplace(h.ev, static_cast<int64_t>(c.instances.size()));
-        if (inserted) c.instances.push_back(instance_of(h, a));
+        if (inserted) {
+          c.instances.push_back(instance_of(h, a));
+          if (a.root >= 0) {
+            const HostEvent& root_event = thread->events[a.root];
+            auto [r, new_root] = root_ids.emplace(root_event.ev, static_cast<int64_t>(root_s.size()));
+            if (new_root) root_s.push_back((root_event.end - root_event.ts) * 1e-6);
+            c.instances.back().host_root = r->second;
+          }
+        }
         k.instance = it->second;
       }
     }
     c.kernels.push_back(std::move(k));
   }
+  // Each root's host time, split evenly among the op instances under it.
+  std::vector<int> per_root(root_s.size(), 0);
+  for (const InstanceRec& in : c.instances)
+    if (in.host_root >= 0) ++per_root[static_cast<std::size_t>(in.host_root)];
+  for (InstanceRec& in : c.instances)
+    if (in.host_root >= 0)
+      in.host_s = root_s[static_cast<std::size_t>(in.host_root)] / per_root[static_cast<std::size_t>(in.host_root)];
   return c;
 }
 
@@ -1229,6 +1253,33 @@ void measure_launch_gaps(const Collected& c, const DeviceName& device_name, Impo
   }
 }
 
+// Host costs (docs/calibration.md, "Host costs"): each unit's share of its instance's host time
+// (a convolution backward's two units halve it), in steps; the median per graph op type (the type
+// the graph match gave it, else kTorchToGraph's) and over all of them.
+void measure_host_costs(const Collected& c, const std::vector<Unit>& units, ImportReport& rep, Calibration& cal) {
+  std::map<int64_t, int> units_of;
+  for (const Unit& u : units) ++units_of[u.instance];
+  std::vector<double> all;
+  std::map<std::string, std::vector<double>> by_type;
+  for (const Unit& u : units) {
+    const InstanceRec& in = c.instances[static_cast<std::size_t>(u.instance)];
+    if (in.host_s <= 0 || (c.steps > 0 && u.step < 0)) continue;
+    const double t = in.host_s / units_of[u.instance];
+    all.push_back(t);
+    std::string type = u.graph_type;
+    if (type.empty())
+      if (const TorchToGraph* rule = graph_rule(in, u.part)) type = std::string(rule->graph_type);
+    if (!type.empty()) by_type[type].push_back(t);
+  }
+  rep.host_ops = static_cast<int64_t>(all.size());
+  if (all.empty()) return;
+  double total = 0;
+  for (double t : all) total += t;
+  rep.host_s_per_step = total / std::max(c.steps, 1);
+  cal.dispatch_s = std::min(median(all), 1.0);
+  for (auto& [type, v] : by_type) cal.dispatch_s_by_type[type] = std::min(median(v), 1.0);
+}
+
 TraceImport build(const Collected& c, std::string_view origin, const TraceImportOptions& options) {
   TraceImport out;
   ImportReport& rep = out.report;
@@ -1318,6 +1369,7 @@ TraceImport build(const Collected& c, std::string_view origin, const TraceImport
   });
   rep.ops_without_signature.assign(without.begin(), without.end());
 
+  measure_host_costs(c, units, rep, cal);
   summarise_copies(c, options, rep, cal, times);
   for (auto& [dev, sigs] : times) {
     DeviceCalibration d;
@@ -1555,6 +1607,8 @@ std::string ImportReport::brief() const {
   if (memsets) o << "  memsets: " << memsets << "\n";
   for (const auto& [device, gap] : launch_gap_s)
     o << "  " << device << ": median idle time before an op's first kernel " << format_seconds(gap) << "\n";
+  if (host_ops)
+    o << "  host: " << host_ops << " ops issued, " << format_seconds(host_s_per_step) << " of host time per step\n";
   o << "  signatures measured: " << signatures << "; kernel time per step with a signature "
     << format_seconds(used_kernel_s_per_step) << ", without " << format_seconds(dropped_kernel_s_per_step) << "\n";
   return o.str();

@@ -102,10 +102,14 @@ Calibration sample_calibration() {
 
 TEST(CalibrationYaml, RoundTripsEveryField) {
   Calibration c = sample_calibration();
+  c.dispatch_s = 4.1e-5;
+  c.dispatch_s_by_type = {{"Conv2D", 5.175e-5}, {"Relu", 1.775e-5}};
   Calibration back = parse_calibration_yaml(calibration_yaml(c), "rt.yaml");
   EXPECT_EQ(back.backend, "cpu");
   EXPECT_EQ(back.host, "testhost");
   EXPECT_EQ(back.created, c.created);
+  EXPECT_EQ(back.dispatch_s, 4.1e-5);
+  EXPECT_EQ(back.dispatch_s_by_type, c.dispatch_s_by_type);
   ASSERT_EQ(back.devices.size(), 2u);
   EXPECT_EQ(back.devices[0].cores, std::vector<int>{0});
   EXPECT_DOUBLE_EQ(back.devices[0].probe_s, 1.25e-3);
@@ -286,8 +290,9 @@ TEST(CalibratedCostModel, PrefersMeasuredThenFitThenAnalyticAndSaysWhich) {
   Op nop{.name = "read", .type = "Identity"};
   EXPECT_EQ(cost.lookup(nop, 0).source, CostSource::kMeasured);
   EXPECT_DOUBLE_EQ(cost.lookup(nop, 0).time_s, overhead);
-  // cpu:1 has no measurements at all.
+  // cpu:1 is in the calibration without measurements: its own (empty) entry, not cpu:0's.
   EXPECT_EQ(cost.lookup(measured, 1).source, CostSource::kAnalytic);
+  EXPECT_EQ(cost.measured_on(1), DeviceId{1});
   EXPECT_EQ(cost_source_name(CostSource::kClassFit), "fit");
   // The graph's own measured time comes first: over the exact kernel time and a noop's overhead.
   const Op mine{.name = "mine", .type = "MatMul", .kernel = measured, .measured_s = {{"cpu", 0.002}, {"cpu:0", 0.001}}};
@@ -304,6 +309,36 @@ TEST(CalibratedCostModel, PrefersMeasuredThenFitThenAnalyticAndSaysWhich) {
   EXPECT_DOUBLE_EQ(cost.transfer_time_s(5000, 1, 0), 2e-6 + 5000 / 5e9);
   EXPECT_EQ(cost.transfer_time_s(5000, 1, 1), 0);
   EXPECT_NE(cost.describe().find("testhost"), std::string::npos);
+}
+
+// A calibration covers identical devices (docs/calibration.md, "Identical devices"): the same
+// analytic class and, where both name one, the same model; anything else stays analytic.
+TEST(CalibratedCostModel, MeasurementsPriceIdenticalDevicesOnly) {
+  const KernelSignature measured = KernelSignature::gemm(256, 256, 256);
+  Calibration c = sample_calibration();
+  c.devices.resize(1);
+  c.devices[0].device = "cpu:1";  // measured on the second device only: the first takes its times too
+  Machine m = two_cpus();
+  {
+    CalibratedCostModel cost(m, c);
+    EXPECT_EQ(cost.measured_on(0), DeviceId{1});
+    EXPECT_EQ(cost.lookup(measured, 0).time_s, cost.lookup(measured, 1).time_s);
+    EXPECT_EQ(cost.op_time_representative(1), DeviceId{0});  // one class, named by its smallest id
+  }
+  m.devices[0].model = "Xeon E5-2650 v4";
+  m.devices[1].model = "Xeon Platinum 8480C";
+  m.finalize();
+  {
+    CalibratedCostModel cost(m, c);
+    EXPECT_EQ(cost.measured_on(0), std::nullopt);
+    EXPECT_EQ(cost.lookup(measured, 0).source, CostSource::kAnalytic);
+  }
+  m.devices[1].model.clear();
+  m.devices[1].peak_flops_per_s *= 2;  // another analytic class
+  m.finalize();
+  CalibratedCostModel cost(m, c);
+  EXPECT_EQ(cost.lookup(measured, 0).source, CostSource::kAnalytic);
+  EXPECT_EQ(cost.lookup(measured, 1).source, CostSource::kMeasured);
 }
 
 // The per-type summary behind `simulate --cost-sources`: every op once, on its own device, through

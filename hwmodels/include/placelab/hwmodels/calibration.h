@@ -117,6 +117,11 @@ struct Calibration {
   std::string created;   // ISO 8601 UTC time of the measurement
   std::vector<DeviceCalibration> devices;
   std::vector<CopyCalibration> copies;
+  // Host seconds an eager framework's thread spends issuing one op (docs/calibration.md, "Host
+  // costs"): the median per graph op type, and the median over every op the backend saw for the
+  // types it has none of. Empty and 0: not measured (the machine's dispatch_s answers).
+  std::map<std::string, double> dispatch_s_by_type;
+  double dispatch_s = 0;
 
   const DeviceCalibration* find_device(std::string_view name) const;
   DeviceCalibration* find_device(std::string_view name) {
@@ -200,12 +205,20 @@ class CalibratedCostModel : public CostModel {
   ~CalibratedCostModel() override;
 
   double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const override;
+  // The calibration's host cost of the op's type, else its median over all ops, else the
+  // machine's (CostModel::dispatch_time_s).
+  double dispatch_time_s(const Op& op) const override;
   std::string describe() const override;
   using CostModel::lookup;
   // The time of a bare kernel signature (no op, so no measured time) and which source gave it.
   CostLookup lookup(const KernelSignature& sig, DeviceId device) const;
-  // A calibrated device is its own; uncalibrated devices share the analytic model's classes.
+  // Devices priced by one device's measurements share them; uncalibrated devices share the
+  // analytic model's classes.
   DeviceId op_time_representative(DeviceId device) const override;
+  // The calibrated device whose measurements price `device`: itself when the calibration has it,
+  // else an identical calibrated device (same analytic class and, when both name one, the same
+  // model), else nullopt (the analytic model prices it).
+  std::optional<DeviceId> measured_on(DeviceId device) const;
 
  protected:
   double model_op_time_s(const Op& op, DeviceId device) const override;
@@ -215,6 +228,7 @@ class CalibratedCostModel : public CostModel {
  private:
   const Calibration* calibration_;
   std::vector<DeviceId> representative_;             // per device
+  std::vector<DeviceId> measured_on_;                // per device: whose calibration prices it (itself if none)
   std::unique_ptr<AnalyticCostModel> analytic_;
   std::vector<const DeviceCalibration*> by_device_;  // indexed by DeviceId; null = uncalibrated
   std::vector<const CopyFit*> copies_;               // num_devices² row-major by src; null = route

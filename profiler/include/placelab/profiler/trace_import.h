@@ -136,6 +136,10 @@ struct ImportReport {
   // (launched in a step), the per-op overhead the simulator should charge that GPU
   // (Device::launch_overhead_s); `placelab calibrate --backend trace` writes it into the machine.
   std::map<std::string, double> launch_gap_s;
+  // Kineto: host costs (docs/calibration.md, "Host costs"): the op units whose issue time was
+  // read (in steps), and their host seconds per step; the calibration holds the medians.
+  int64_t host_ops = 0;
+  double host_s_per_step = 0;
   int64_t memsets = 0;
   std::vector<TraceCopyKind> copies;   // sorted by device, then kind
   std::vector<TraceOpSummary> ops;     // by total_s, largest first
