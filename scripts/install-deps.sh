@@ -17,10 +17,11 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-pytest
   clang-16 libclang-rt-16-dev  # make fuzz / make sanitize: libFuzzer, ASan, UBSan (Clang >= 16)
 )
-# python3-torch 1.13 runs examples/python/reinforce_torch.py in python/tests/test_examples.py and
+# python3-torch 1.13 and python3-torchvision 0.14 run placelab.torch.capture's tests (test_torch_capture.py:
+# torchvision's resnet50 and inception_v3), examples/python/reinforce_torch.py in python/tests/test_examples.py and
 # apply_module_map's tests (test_frameworks.py). On Debian 12 it pulls 161 packages (135 MB of
 # archives, 568 MB on disk; about 40 s to unpack after the download), so only `make test` asks for it.
-test_packages=(python3-torch)
+test_packages=(python3-torch python3-torchvision)
 if [[ ${1:-} == --tests ]]; then
   packages+=("${test_packages[@]}")
 fi

@@ -12,7 +12,9 @@
 
 The compiled part is ``placelab._placelab``; this package re-exports it and adds the
 Gymnasium-style environments (``PlacementEnv``, ``PlacementBanditEnv``) and ``apply_module_map``, which
-applies ``placelab export-placement --format torch``'s map to a ``torch.nn.Module``. docs/python.md is the guide.
+applies ``placelab export-placement --format torch``'s map to a ``torch.nn.Module``. ``placelab.torch``
+(imported on its own, since it needs torch) captures a PyTorch training step as a graph:
+``placelab.torch.capture(model, example_inputs, loss, target, optimizer)``. docs/python.md is the guide.
 Bad input raises ``placelab.InputError`` (a ``ValueError``) with the same file:line: field message
 as the command line.
 """
