@@ -254,15 +254,17 @@ void BM_SimulateBatch_Inception(benchmark::State& state) {
 BENCHMARK(BM_SimulateBatch_Inception)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The eager model's cost against the dataflow model's on one graph (issue: within 1.5× per op):
-// op-level inception_v3:batch=32,framework=pytorch on k80x4, simulated as PyTorch runs it
-// (state.range(0) = 1, Execution::kEager) and as TF's executor would (0), for 64 pseudo-random
-// placements in turn on one thread. Items are simulated ops, so items/s is the per-op rate.
+// op-level Inception-V3 at batch 32 on k80x4, in TensorFlow form (17,203 ops; state.range(1) = 0)
+// and PyTorch form (1,789 ops; 1), simulated as PyTorch runs it (state.range(0) = 1,
+// Execution::kEager) and as TF's executor would (0), for 64 pseudo-random placements in turn on
+// one thread. Items are simulated ops, so items/s is the per-op rate.
 void BM_SimulateExecution_Inception(benchmark::State& state) {
-  static const models::Model model =
+  static const models::Model tf = models::make_model(models::ModelSpec::parse("inception_v3:batch=32"));
+  static const models::Model torch =
       models::make_model(models::ModelSpec::parse("inception_v3:batch=32,framework=pytorch"));
   static const Machine machine = load_machine("k80x4");
   static const AnalyticCostModel cost(machine);
-  OpGraph graph = model.graph;
+  OpGraph graph = state.range(1) ? torch.graph : tf.graph;
   graph.set_execution(state.range(0) ? Execution::kEager : Execution::kDataflow);
   const Simulator sim(graph, cost);
   const std::size_t ops = graph.num_ops(), devices = machine.num_devices();
@@ -282,7 +284,12 @@ void BM_SimulateExecution_Inception(benchmark::State& state) {
   state.SetLabel(fmt::format("{} ops, {}, sum {:.6g} s", ops, state.range(0) ? "eager" : "dataflow", sum));
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch.size() * ops));
 }
-BENCHMARK(BM_SimulateExecution_Inception)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateExecution_Inception)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond);
 
 // What critpath pays once per pass: one step of op-level inception_v3:batch=32 on k80x4 simulated
 // with its timeline (state.range(0) = 1) and its critical path read back (2), for a placement of

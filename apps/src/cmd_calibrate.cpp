@@ -20,6 +20,7 @@
 #include "inputs.h"
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/profiler/cpu_calibrator.h"
@@ -40,6 +41,7 @@ struct CalibrateArgs {
   std::vector<std::string> graphs, models;
   std::string trace, machine;
   std::string step_marker = "ProfilerStep#";  // trace: the annotation text that marks a step
+  std::string trace_steps;                    // trace: "FIRST:LAST", the steps calibrated on ("" = all)
   int64_t max_trace_mb = kMaxTraceBytes >> 20;  // trace: the largest (decompressed) trace read
   bool no_sweep = false;
   double sweep_scale = 1.0;
@@ -255,6 +257,15 @@ void run_calibrate(CalibrateArgs a) {
       o.graph = &g.graph;
     }
     o.step_marker = a.step_marker;
+    if (!a.trace_steps.empty()) {
+      const auto colon = a.trace_steps.find(':');
+      const auto first = parse_number<int>(a.trace_steps.substr(0, colon));
+      const auto last = colon == std::string::npos ? first : parse_number<int>(a.trace_steps.substr(colon + 1));
+      if (!first || !last || *first < 0 || *last < *first)
+        throw InputError("--trace-steps " + a.trace_steps + ": must be FIRST:LAST, 0-based step indices, FIRST <= LAST");
+      o.first_step = *first;
+      o.last_step = *last;
+    }
     if (a.max_trace_mb < 1 || a.max_trace_mb > (int64_t{1} << 20))
       throw InputError("--max-trace-mb " + std::to_string(a.max_trace_mb) + ": must be between 1 and 1048576");
     o.max_bytes = a.max_trace_mb << 20;
@@ -266,10 +277,15 @@ void run_calibrate(CalibrateArgs a) {
       if (!ms->machine.find_device(c.src) || !ms->machine.find_device(c.dst))
         throw InputError("--machine " + a.machine + ": has no device pair " + c.src + " -> " + c.dst + " that the trace uses");
     // The trace measured how long its GPU sat idle per op: that, not the preset's guess, is the
-    // launch overhead of the machine the calibration describes.
+    // launch overhead of the machine the calibration describes — of the measured GPU and of every
+    // GPU identical to it that the trace did not measure (docs/calibration.md, "Identical devices").
     Machine machine = ms->machine;
     for (const auto& [device, gap] : t.report.launch_gap_s)
-      if (auto id = machine.find_device(device)) machine.devices[*id].launch_overhead_s = gap;
+      if (auto id = ms->machine.find_device(device))
+        for (std::size_t d = 0; d < machine.num_devices(); ++d)
+          if (d == *id || (identical_devices(ms->machine.devices[d], ms->machine.devices[*id]) &&
+                           !t.report.launch_gap_s.count(machine.devices[d].name)))
+            machine.devices[d].launch_overhead_s = gap;
     write_calibrated_machine(a.out, machine, t.calibration);
     const HoldOutReport held = hold_out_check(t.calibration);
     if (a.json) {
@@ -564,6 +580,8 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--step-marker", ca->step_marker,
                   "trace (Kineto): annotations whose name contains this text are steps (innermost of nested ones)")
       ->capture_default_str();
+  cal->add_option("--trace-steps", ca->trace_steps,
+                  "trace (Kineto): calibrate on steps FIRST:LAST only (0-based, inclusive), to check the others");
   cal->add_option("--max-trace-mb", ca->max_trace_mb,
                   "trace: the largest trace, in MiB after decompression, that is read (parsed JSON takes several times "
                   "its text)")

@@ -16,9 +16,8 @@ CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibrati
   for (const DeviceCalibration& d : calibration.devices)
     if (auto id = machine.find_device(d.device)) by_device_[*id] = &d;
   // A calibration covers identical devices (docs/calibration.md, "Identical devices"): a device
-  // without measurements of its own takes those of the first calibrated device of its analytic
-  // class (same kind, peaks, launch overhead and efficiency profile) and, when both name their
-  // model, of the same model — a trace of gpu:0 prices gpu:1..7 of an 8-GPU node alike.
+  // without measurements of its own takes those of the first calibrated device identical to it
+  // (identical_devices) — a trace of gpu:0 prices gpu:1..7 of an 8-GPU node alike.
   measured_on_.resize(n);
   for (std::size_t d = 0; d < n; ++d) measured_on_[d] = static_cast<DeviceId>(d);
   for (std::size_t d = 0; d < n; ++d) {
@@ -26,11 +25,7 @@ CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibrati
     const Device& dev = machine.devices[d];
     for (std::size_t c = 0; c < n; ++c) {
       const Device& cal = machine.devices[c];
-      if (c == d || !by_device_[c] || measured_on_[c] != c) continue;
-      if (analytic_->op_time_representative(static_cast<DeviceId>(c)) !=
-          analytic_->op_time_representative(static_cast<DeviceId>(d)))
-        continue;
-      if (!dev.model.empty() && !cal.model.empty() && dev.model != cal.model) continue;
+      if (c == d || !by_device_[c] || measured_on_[c] != c || !identical_devices(cal, dev)) continue;
       measured_on_[d] = static_cast<DeviceId>(c);
       break;
     }

@@ -277,4 +277,9 @@ void Machine::finalize() {
   route_hops_ = std::move(route_hops);
 }
 
+bool identical_devices(const Device& a, const Device& b) {
+  return a.kind == b.kind && a.peak_flops_per_s == b.peak_flops_per_s && a.memory_bandwidth_Bps == b.memory_bandwidth_Bps &&
+         a.launch_overhead_s == b.launch_overhead_s && a.efficiency == b.efficiency;
+}
+
 }  // namespace placelab

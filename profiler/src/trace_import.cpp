@@ -1242,7 +1242,11 @@ void measure_launch_gaps(const Collected& c, const DeviceName& device_name, Impo
     int64_t previous_instance = -2;
     for (const KernelRec* k : ks) {
       const bool first_of_instance = k->instance != previous_instance || k->instance < 0;
-      if (first_of_instance && k->step >= 0 && std::isfinite(previous_end))
+      // Only a kernel that was launched before the one before it ended waited for the GPU alone;
+      // a gap after a later launch is the host's (its issue cost, which the eager model charges
+      // the host, docs/simulator.md), not the device's.
+      const bool queued = k->launch_ts <= previous_end;
+      if (first_of_instance && queued && k->step >= 0 && std::isfinite(previous_end))
         gaps.push_back(std::max(0.0, k->start_us - previous_end) * 1e-6);
       previous_end = std::max(previous_end, k->start_us + k->dur_s * 1e6);
       previous_instance = k->instance;
@@ -1275,7 +1279,9 @@ void measure_host_costs(const Collected& c, const std::vector<Unit>& units, Impo
   if (all.empty()) return;
   double total = 0;
   for (double t : all) total += t;
-  rep.host_s_per_step = total / std::max(c.steps, 1);
+  std::set<int> steps;
+  for (const Unit& u : units) steps.insert(u.step);
+  rep.host_s_per_step = total / static_cast<double>(std::max<std::size_t>(steps.size(), 1));
   cal.dispatch_s = std::min(median(all), 1.0);
   for (auto& [type, v] : by_type) cal.dispatch_s_by_type[type] = std::min(median(v), 1.0);
 }
@@ -1409,6 +1415,9 @@ void TraceImportOptions::validate() const {
     throw InputError("TraceImportOptions.host_device = \"" + host_device + "\": must not start with gpu_prefix \"" +
                      gpu_prefix + "\" (it would clash with a GPU's name)");
   if (step_marker.empty()) throw InputError("TraceImportOptions.step_marker = \"\": must not be empty");
+  if (first_step < 0 || last_step < -1 || (last_step >= 0 && last_step < first_step))
+    throw InputError("TraceImportOptions steps = " + std::to_string(first_step) + ":" + std::to_string(last_step) +
+                     ": must be FIRST:LAST with 0 <= FIRST <= LAST (0-based step indices)");
   fit.validate();
 }
 
@@ -1580,6 +1589,17 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
   }
   Collected c = format == TraceFormat::kKineto ? collect_kineto(root, *events, origin, options.step_marker)
                                                : collect_tensorflow(*events, options, origin);
+  if (options.first_step > 0 || options.last_step >= 0) {
+    // Some steps only: the kernels launched in the others (or outside every step) are left out.
+    if (format != TraceFormat::kKineto || c.steps == 0)
+      fail(origin, 1, "steps " + std::to_string(options.first_step) + ":" + std::to_string(options.last_step) +
+                          " asked for, but the trace has no step markers (\"" + options.step_marker + "\")");
+    const int last = options.last_step < 0 ? c.steps - 1 : options.last_step;
+    if (last >= c.steps)
+      fail(origin, 1, "steps " + std::to_string(options.first_step) + ":" + std::to_string(last) + ": the trace has " +
+                          std::to_string(c.steps) + " steps (0.." + std::to_string(c.steps - 1) + ")");
+    std::erase_if(c.kernels, [&](const KernelRec& k) { return k.step < options.first_step || k.step > last; });
+  }
   return build(c, origin, options);
 }
 

@@ -127,6 +127,10 @@ class CapturedGraph:
         folder = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
         try:
+            # mkstemp makes the file private (0600); the graph gets the mode any new file gets.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(self.to_json())
             os.replace(tmp, path)

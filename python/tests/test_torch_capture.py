@@ -5,6 +5,7 @@ nothing; the sizes below are small anyway so that the CPU capture in one test st
 import json
 import math
 import os
+import stat
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: a
 
 import placelab as pl  # noqa: E402
 import placelab.torch as pt  # noqa: E402
+from conftest import SOURCE_DIR  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -388,6 +390,10 @@ def test_save_writes_version_3_atomically(tmp_path):
     assert {k: data[k] for k in ("format", "version", "name", "execution", "parameters")} == {
         "format": "placelab-graph", "version": 3, "name": "tiny", "execution": "eager", "parameters": g.parameters}
     assert data["ops"] == g.ops and data["edges"] == g.edges and g.num_ops == len(data["ops"])
+    # The file gets the mode any new file gets (the umask's), not the temporary file's private 0600.
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
 
 
 def test_command_line_captures_a_torchvision_model(tmp_path, torchvision):
@@ -421,3 +427,13 @@ def test_placelab_reads_the_capture(tmp_path, cli):
     modules = {op["module"] for op in g.ops} - {""}
     assert (summary["execution"], summary["ops"], summary["edges"], summary["parameters"], summary["modules"]) == (
         "eager", g.num_ops, g.num_edges, g.parameters, len(modules))
+
+
+def test_the_committed_transformer_graph_is_what_capture_writes(tmp_path):
+    """scenarios/graphs/transformer-encoder-pytorch.json is reproducible: its script captures it
+    again, byte for byte (the scenario's figures in docs/reproductions.md depend on it)."""
+    script = SOURCE_DIR / "scripts" / "capture-transformer-encoder.py"
+    out = tmp_path / "t.json"
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True, text=True)
+    committed = SOURCE_DIR / "scenarios" / "graphs" / "transformer-encoder-pytorch.json"
+    assert out.read_text() == committed.read_text()

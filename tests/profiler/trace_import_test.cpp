@@ -748,6 +748,36 @@ TEST(TraceImportReal, V100CnnTraining) {
   EXPECT_LT(r.unattributed_kernels, r.kernels / 100);
 }
 
+// Host costs (docs/calibration.md, "Host costs") and calibrating on some steps only.
+TEST(TraceImportReal, V100HostCostsAndSomeStepsOnly) {
+  const fs::path p = shared_trace("v100-sxm2-cnn-training.kineto.json.gz");
+  REQUIRE_TRACE(p);
+  TraceImport all = import_trace(p);
+  // The per-type medians of the ops' host time: a forward convolution's issue (aten::conv2d,
+  // ~52 µs in the trace) costs more than a ReLU's (~18 µs); the overall median in between.
+  const Calibration& c = all.calibration;
+  ASSERT_TRUE(c.dispatch_s_by_type.count("Conv2D") && c.dispatch_s_by_type.count("Relu"));
+  EXPECT_GT(c.dispatch_s_by_type.at("Conv2D"), 40e-6);
+  EXPECT_LT(c.dispatch_s_by_type.at("Relu"), 25e-6);
+  EXPECT_GT(c.dispatch_s, c.dispatch_s_by_type.at("Relu"));
+  EXPECT_LT(c.dispatch_s, c.dispatch_s_by_type.at("Conv2D"));
+  EXPECT_GT(all.report.host_ops, 3000);
+  // The GPU-bound run: a gap is the device's only where the kernel was already queued.
+  EXPECT_LT(all.report.launch_gap_s.at("gpu:0"), 2e-6);
+
+  TraceImportOptions o;
+  o.first_step = 2;
+  o.last_step = 4;
+  TraceImport late = import_trace(p, o);
+  EXPECT_LT(late.report.kernels, all.report.kernels);
+  EXPECT_NEAR(late.report.kernel_time_per_step_s, (93.60e-3 + 93.71e-3 + 93.42e-3) / 3, 0.1e-3);
+  o.last_step = 5;
+  EXPECT_THROW(import_trace(p, o), InputError);  // 5 steps: 0..4
+  o.first_step = 3;
+  o.last_step = 2;
+  EXPECT_THROW(import_trace(p, o), InputError);
+}
+
 TEST(TraceImportReal, A100AlexNetForward) {
   const fs::path p = shared_trace("a100-alexnet-forward.kineto.json.gz");
   REQUIRE_TRACE(p);
@@ -788,6 +818,9 @@ TEST(TraceImportReal, Mi250ToyTraining) {
   EXPECT_EQ(d->kernel_times_s.count(KernelSignature::gemm(5, 128, 128)), 1u);
   EXPECT_EQ(d->kernel_times_s.count(KernelSignature::gemm(128, 128, 5)), 1u);
   EXPECT_GT(r.signatures, 3);
+  // Launch-bound: every kernel was launched after the one before it ended, so no gap is the
+  // device's (the host's issue time is, docs/calibration.md "Launch gap").
+  EXPECT_EQ(r.launch_gap_s.count("gpu:0"), 0u);
 }
 
 }  // namespace

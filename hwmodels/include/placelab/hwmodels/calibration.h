@@ -216,8 +216,8 @@ class CalibratedCostModel : public CostModel {
   // analytic model's classes.
   DeviceId op_time_representative(DeviceId device) const override;
   // The calibrated device whose measurements price `device`: itself when the calibration has it,
-  // else an identical calibrated device (same analytic class and, when both name one, the same
-  // model), else nullopt (the analytic model prices it).
+  // else the first calibrated device identical to it (identical_devices), else nullopt (the
+  // analytic model prices it).
   std::optional<DeviceId> measured_on(DeviceId device) const;
 
  protected:

@@ -68,6 +68,13 @@ struct Device {
   std::optional<EfficiencyProfile> efficiency;
 };
 
+// Two devices of one type: the same kind, peaks, launch overhead and efficiency profile (what the
+// analytic model prices; `model` is free text that presets use for a device's place in the node
+// too, "… PCIe switch 0, socket 0", so it is not compared). A measurement of one stands for the other (docs/calibration.md,
+// "Identical devices"): CalibratedCostModel prices such devices alike, and `calibrate --backend
+// trace` writes one GPU's measured launch gap to every GPU identical to it.
+bool identical_devices(const Device& a, const Device& b);
+
 enum class LinkKind : uint8_t { kPcie, kNvlink, kQpi, kNetwork, kMemory };
 std::string_view link_kind_name(LinkKind kind);                      // "pcie", "nvlink", …
 std::optional<LinkKind> link_kind_from_name(std::string_view name);  // nullopt if unknown

@@ -60,6 +60,11 @@ struct TraceImportOptions {
   // ProfilerStep#N; benchmark harnesses write their own, e.g. "measure|forward"). Of nested
   // markers, the innermost are the steps.
   std::string step_marker = "ProfilerStep#";
+  // Kineto: only the kernels launched in steps first_step..last_step (0-based, in step order,
+  // inclusive; last_step -1 = the last) feed the calibration, so that a trace can be calibrated on
+  // some of its steps and checked on the others. Copies are read from the whole trace.
+  int first_step = 0;
+  int last_step = -1;
   int64_t max_bytes = kMaxTraceBytes;  // import_trace: the limit of read_maybe_gzip
   FitOptions fit;  // for Calibration::refit of the per-class fits
   void validate() const;  // throws InputError naming the field
