@@ -1013,17 +1013,42 @@ class Importer {
   // to the sequence length) trains the whole initializer: the node is built as a runtime slice
   // of its variable, not folded into a smaller constant that would become a variable of the
   // part's size. Not when a reader needs its weights as a constant (Conv, recurrent and
-  // normalisation nodes).
+  // normalisation nodes), directly or through ops that only move data: an export without constant
+  // folding computes nn.LSTM's W as Slice (its gates reordered) → Concat → Unsqueeze of the
+  // initializer, and those fold into the constant the LSTM reads.
   bool reads_part_of_weight(const onnx::NodeProto& n) {
     if ((n.op_type() != "Slice" && n.op_type() != "Gather") || n.input_size() < 2 || n.output_size() != 1) return false;
     const TensorInfo& data = tensor(n, n.input(0));
     if (!data.from_initializer || !is_float_type(data.elem_type) || data.elements() <= 1 || !data.shape_known) return false;
+    return !feeds_a_constant_reader(n.output(0));
+  }
+
+  // Whether `value` reaches a node that needs its input as a constant, through data-movement
+  // nodes only. Each value is visited once, so the walk is linear in the graph.
+  bool feeds_a_constant_reader(const std::string& value) {
     static const std::set<std::string, std::less<>> kConstantReaders = {
         "Conv", "ConvTranspose", "LSTM", "GRU", "RNN", "BatchNormalization", "LayerNormalization", "InstanceNormalization"};
-    for (const auto& m : model_.graph().node())
-      for (const auto& i : m.input())
-        if (i == n.output(0) && kConstantReaders.contains(m.op_type())) return false;
-    return true;
+    static const std::set<std::string, std::less<>> kMovers = {"Slice",     "Concat",  "Unsqueeze", "Squeeze",
+                                                               "Transpose", "Reshape", "Identity",  "Split",
+                                                               "Gather",    "Flatten", "Cast"};
+    if (readers_.empty())
+      for (const auto& m : model_.graph().node())
+        for (const auto& i : m.input()) readers_[i].push_back(&m);
+    std::set<std::string> seen{value};
+    std::vector<std::string> todo{value};
+    while (!todo.empty()) {
+      const std::string v = std::move(todo.back());
+      todo.pop_back();
+      auto it = readers_.find(v);
+      if (it == readers_.end()) continue;
+      for (const onnx::NodeProto* m : it->second) {
+        if (kConstantReaders.contains(m->op_type())) return true;
+        if (!kMovers.contains(m->op_type())) continue;
+        for (const auto& o : m->output())
+          if (!o.empty() && seen.insert(o).second) todo.push_back(o);
+      }
+    }
+    return false;
   }
 
   void fold(const onnx::NodeProto& n) {
@@ -1927,6 +1952,8 @@ class Importer {
   OnnxImportReport& report_;
   TrainingGraphBuilder b_;
   std::unordered_map<std::string, TensorInfo> tensors_;  // tensors available so far
+  // Value name → the nodes that read it; built on first use by feeds_a_constant_reader.
+  std::unordered_map<std::string, std::vector<const onnx::NodeProto*>> readers_;
   std::unordered_map<std::string, TensorInfo> typed_;    // inferred types and shapes
   std::set<std::string> known_shape_;                    // names with a fully static inferred shape
   std::unordered_map<std::string, int> consumers_;
