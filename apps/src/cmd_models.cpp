@@ -172,7 +172,7 @@ void add_models_commands(CLI::App& app) {
   });
 
   struct ImportArgs {
-    std::string file, out, optimizer = "sgd", granularity = "op";
+    std::string file, out, optimizer = "sgd", granularity = "op", execution = "dataflow";
     int64_t batch = 0;
     std::vector<std::string> dims;  // NAME=SIZE
   };
@@ -184,9 +184,15 @@ void add_models_commands(CLI::App& app) {
                          "Size of a symbolic input dimension, NAME=SIZE (repeatable), e.g. --dim sequence=128");
   import_cmd->add_option("--optimizer", im->optimizer, "sgd | momentum | rmsprop | adam")->capture_default_str();
   import_cmd->add_option("--granularity", im->granularity, "op or layer")->capture_default_str();
+  import_cmd->add_option("--execution", im->execution,
+                         "eager: mark the graph as a PyTorch program, simulated as PyTorch runs it (its ops in "
+                         "program order); dataflow: as TensorFlow 1.x's executor runs it (docs/simulator.md)")
+      ->check(CLI::IsMember({"eager", "dataflow"}))
+      ->capture_default_str();
   import_cmd->add_option("-o,--output", im->out, "Output graph JSON (default: standard output)");
   import_cmd->footer("Example:\n  placelab import resnet50.onnx --batch 32 --optimizer momentum -o resnet50.json\n"
                      "  placelab import transformer.onnx --dim sequence=128 --dim batch=32 -o transformer.json\n"
+                     "  placelab import my_torch_model.onnx --batch 32 --execution eager -o model.json   # as PyTorch runs it\n"
                      "What is mapped and what is approximated: docs/onnx.md");
   import_cmd->callback([im] {
     models::OnnxImportOptions o;
@@ -207,6 +213,9 @@ void add_models_commands(CLI::App& app) {
     o.granularity = *gran;
     models::OnnxImportReport report;
     OpGraph g = models::import_onnx(im->file, o, &report);
+    // The importer emits the forward in node order, the synthesised backward after it and the
+    // updates last, every edge forward: a program order an eager graph can take as it is.
+    g.set_execution(*execution_from_name(im->execution));
     std::ostringstream text;
     write_graph_json(g, text, std::filesystem::path(im->file).filename().string(), report.stats.parameters);
     if (im->out.empty()) {

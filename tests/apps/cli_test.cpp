@@ -985,6 +985,28 @@ TEST_F(Cli, ImportSizesSymbolicDimensionsWithDim) {
   EXPECT_NE(bad.out.find("--dim S: must be NAME=SIZE"), std::string::npos) << bad.out;
 }
 
+// An ONNX export of a PyTorch model can be marked as the eager program it is; simulate then runs it
+// as PyTorch does, and --execution switches a graph's model for comparison.
+TEST_F(Cli, ImportMarksAPyTorchExportEagerAndSimulateCanSwitchModels) {
+  const std::string onnx = std::string(PLACELAB_SOURCE_DIR) + "/tests/data/onnx/tiny_cnn.onnx";
+  const std::string graph = (dir_ / "cnn.json").string();
+  ASSERT_EQ(placelab("import " + onnx + " --batch 4 --execution eager -o " + graph).status, 0);
+  CliResult inspect = placelab("inspect " + graph);
+  EXPECT_NE(inspect.out.find("execution    eager"), std::string::npos) << inspect.out;
+  CliResult eager = placelab("simulate --graph " + graph + " --machine k80x4 --json");
+  CliResult dataflow = placelab("simulate --graph " + graph + " --machine k80x4 --json --execution dataflow");
+  ASSERT_EQ(eager.status, 0) << eager.out;
+  ASSERT_EQ(dataflow.status, 0) << dataflow.out;
+  const auto e = nlohmann::json::parse(eager.out), d = nlohmann::json::parse(dataflow.out);
+  EXPECT_EQ(e["execution"], "eager");
+  EXPECT_EQ(d["execution"], "dataflow");
+  // One GPU either way; the eager step also waits for the host to issue each op.
+  EXPECT_GT(e["step_time_s"].get<double>(), d["step_time_s"].get<double>());
+  EXPECT_GT(e["host_busy_s"].get<double>(), 0);
+  EXPECT_EQ(placelab("simulate --graph " + graph + " --execution lazy").status, 2);
+  EXPECT_EQ(placelab("import " + onnx + " --batch 4 --execution lazy").status, 2);
+}
+
 TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   // Two one-core CPU devices described by hand (analytic cost model): verify needs no calibration.
   // The machine's YAML lines, indented by `pad` (a calibrated file nests them under `machine:`).
