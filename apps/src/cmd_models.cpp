@@ -89,6 +89,7 @@ nlohmann::json inspect_json(const GraphSource& src) {
                  {"layer", group_by_layer(g).num_groups()},
                  {"model_units", group_by_model_units(g, true).num_groups()},
                  {"scope_units", group_by_model_units(g, false).num_groups()}};
+  if (!modules.empty()) j["groups"]["module"] = group_by_module(g).num_groups();
   for (const auto& [k, t] : by_phase) j["by_phase"][k] = t.to_json();
   for (const auto& [k, t] : by_type) j["by_type"][k] = t.to_json();
   return j;
@@ -111,6 +112,7 @@ void print_inspect(const nlohmann::json& j) {
   fmt::print("groups       colocation {}, single-consumer {}, name-prefix {}, layer {}, model-units {}, scope-units {}\n",
              gr["colocation"].get<int64_t>(), gr["single_consumer"].get<int64_t>(), gr["name_prefix"].get<int64_t>(),
              gr["layer"].get<int64_t>(), gr["model_units"].get<int64_t>(), gr["scope_units"].get<int64_t>());
+  if (gr.contains("module")) fmt::print("             module {} (PyTorch modules)\n", gr["module"].get<int64_t>());
   auto table = [](const char* title, const nlohmann::json& rows, std::size_t limit) {
     std::vector<std::pair<std::string, nlohmann::json>> sorted;
     for (const auto& item : rows.items()) sorted.emplace_back(item.key(), item.value());

@@ -337,6 +337,35 @@ Grouping group_by_layer(const OpGraph& graph) {
   return Grouping(uf.labels());
 }
 
+Grouping group_by_module(const OpGraph& graph) {
+  std::vector<std::string> keys(graph.num_ops());
+  bool any = false;
+  for (OpId op = 0; op < graph.num_ops(); ++op) {
+    keys[op] = graph.op(op).module;
+    any = any || !keys[op].empty();
+  }
+  if (!any)
+    throw InputError("grouping = \"module\": the graph names no PyTorch module (Op::module); capture it with "
+                     "placelab.torch.capture (docs/python.md) or use another grouping");
+  // The root module's own ops (inputs, the loss, functional ops at the top of forward) join the
+  // module of their first data producer that has one, in program order, else of their first data
+  // consumer that has one; an op with neither stays alone.
+  for (OpId op = 0; op < graph.num_ops(); ++op) {
+    if (!keys[op].empty()) continue;
+    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+      if (keys[op].empty() && !t.control && !keys[src].empty()) keys[op] = keys[src];
+    });
+    if (keys[op].empty())
+      graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
+        if (keys[op].empty() && !t.control && !graph.op(dst).module.empty()) keys[op] = graph.op(dst).module;
+      });
+  }
+  UnionFind uf(graph.num_ops());
+  unite_by_key(keys, uf);
+  unite_colocation(graph, uf);
+  return Grouping(uf.labels());
+}
+
 void MetisGroupingOptions::validate() const {
   if (num_groups < 1)
     throw InputError("metis.num_groups = " + std::to_string(num_groups) + ": must be >= 1");
@@ -390,6 +419,7 @@ constexpr NamedGrouper kGroupers[] = {
     {"scope_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, false); }},
     {"metis", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_metis(g, o); }},
     {"scotch", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_scotch(g, o); }},
+    {"module", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_module(g); }},
     {"none", [](const OpGraph& g, const MetisGroupingOptions&) { return group_per_op(g); }},
 };
 

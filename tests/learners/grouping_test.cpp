@@ -70,6 +70,38 @@ TEST(Grouping, ColocationGroupsShareKeys) {
             (std::set<std::set<std::string>>{{"w", "read", "apply"}, {"matmul"}, {"relu"}}));
 }
 
+// PyTorch modules: a module's forward, backward and update ops form one group, whatever call they
+// came from; the root's ops (the input, the loss) join their first producer's module, else their
+// first consumer's.
+TEST(Grouping, ModuleGroupsForwardBackwardAndUpdateOfEachModule) {
+  OpGraph g;
+  auto op = [&](const std::string& name, const std::string& module, Phase phase, int32_t call = 0) {
+    return g.add_op({.name = name, .type = "Op", .phase = phase, .flops = 1, .module = module, .call = call});
+  };
+  const OpId x = op("x", "", Phase::kForward);
+  const OpId w = op("fc1.weight", "fc1", Phase::kOther);
+  const OpId fc1 = op("fc1", "fc1", Phase::kForward);
+  const OpId relu0 = op("relu", "act", Phase::kForward, 0);
+  const OpId fc2 = op("fc2", "fc2", Phase::kForward);
+  const OpId relu1 = op("relu_1", "act", Phase::kForward, 1);
+  const OpId loss = op("loss", "", Phase::kForward);
+  const OpId dfc2 = op("fc2_grad", "fc2", Phase::kBackward);
+  const OpId dfc1 = op("fc1_grad", "fc1", Phase::kBackward);
+  const OpId upd = op("fc1.weight/update", "fc1", Phase::kUpdate);
+  for (auto [a, b] : {std::pair{x, fc1}, {w, fc1}, {fc1, relu0}, {relu0, fc2}, {fc2, relu1}, {relu1, loss},
+                      {loss, dfc2}, {dfc2, dfc1}, {dfc1, upd}, {w, upd}})
+    g.add_edge(a, b, {.bytes = 4});
+  const Grouping grouping = group_by_module(g);
+  EXPECT_EQ(groups_of(g, grouping),
+            (std::set<std::set<std::string>>{{"x", "fc1.weight", "fc1", "fc1_grad", "fc1.weight/update"},
+                                             {"relu", "relu_1", "loss"},
+                                             {"fc2", "fc2_grad"}}));
+  EXPECT_EQ(make_grouping(g, "module").num_groups(), 3u);
+  OpGraph tf;
+  add(tf, "a");
+  EXPECT_THROW(group_by_module(tf), InputError);
+}
+
 TEST(Grouping, SingleConsumerMergesChainsByHand) {
   // a → b → c → {d, e}; f → d; g (coloc with a) → e. By hand:
   //  b's only consumer is c: merge; {a, g}: a's consumer is b∪c, g's is e — two groups, no merge;

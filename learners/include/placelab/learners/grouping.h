@@ -82,6 +82,13 @@ Grouping group_by_layer(const OpGraph& graph);
 // gradients ("gradients/AddN_7"), which colocate_gradients_with_ops puts with the weight.
 Grouping group_by_model_units(const OpGraph& graph, bool time_steps = true);
 
+// PyTorch graphs (Op::module, from placelab.torch.capture): one group per module path, so that a
+// module's forward, backward and optimizer update move together, as PyTorch can move only whole
+// modules. A module's own functional ops are its group; its submodules are groups of their own.
+// The root module's ops join their first data producer's module, else their first data consumer's.
+// Colocation groups are unioned in. Throws InputError for a graph without module paths.
+Grouping group_by_module(const OpGraph& graph);
+
 // The partitioning groupers' options, METIS's and Scotch's alike.
 struct MetisGroupingOptions {
   int num_groups = 256;      // G, the number of parts asked of METIS or Scotch (≥ 1)
@@ -105,7 +112,7 @@ Grouping group_by_scotch(const OpGraph& graph, const MetisGroupingOptions& optio
 
 // The names make_grouping accepts, in a fixed order: "colocation", "single_consumer",
 // "name_prefix" (2 levels), "layer", "model_units", "scope_units" (group_by_model_units without
-// time steps), "metis", "scotch", "none" (one group per op). A scenario's `grouping:` is validated against it.
+// time steps), "metis", "scotch", "module" (PyTorch modules), "none" (one group per op). A scenario's `grouping:` is validated against it.
 std::span<const std::string_view> grouping_names();
 
 // The grouping named `name` (one of grouping_names()); `metis` is used by "metis" and "scotch" only. Throws
