@@ -15,7 +15,7 @@ namespace placelab::cli {
 namespace {
 
 struct ExportPlacementArgs {
-  std::string placement, format, onnx, out;
+  std::string placement, format, onnx, graph, out;
 };
 
 // At most `limit` names, then "and N more".
@@ -39,10 +39,13 @@ void run_export_placement(const ExportPlacementArgs& a) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   std::string summary;
   if (a.format == "torch") {
-    if (a.onnx.empty())
-      throw InputError("--format torch: needs --onnx, the model the placed graph was imported from (its node "
-                       "names give the modules)");
-    const TorchModuleMap m = torch_module_map(ops, models::onnx_node_scopes(a.onnx));
+    if (a.onnx.empty() == a.graph.empty())
+      throw InputError("--format torch: needs --graph, the captured graph the placement is of (its ops name their "
+                       "modules), or --onnx, the model the placed graph was imported from (its node names give them)");
+    OpGraph graph;
+    if (!a.graph.empty()) graph = read_graph_json(a.graph);
+    const TorchModuleMap m = a.graph.empty() ? torch_module_map(ops, models::onnx_node_scopes(a.onnx))
+                                             : torch_module_map(ops, graph);
     for (const auto& [module, device] : m.modules) out[module] = device;
     summary = fmt::format("{} modules from {} ops", m.modules.size(), ops.size() - m.outside.size());
     if (!m.split.empty())
@@ -53,6 +56,7 @@ void run_export_placement(const ExportPlacementArgs& a) {
                              m.outside.size(), a.onnx, some_of(m.outside, 3));
   } else {
     if (!a.onnx.empty()) throw InputError("--onnx: only with --format torch");
+    if (!a.graph.empty()) throw InputError("--graph: only with --format torch");
     for (const auto& [op, device] : ops) out[op] = framework_device(device, models::Framework::kTensorFlow);
     summary = fmt::format("{} ops", ops.size());
   }
@@ -78,10 +82,14 @@ void add_export_placement_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"torch", "tf"}));
   cmd->add_option("--onnx", a->onnx, "With --format torch: the ONNX file the graph was imported from");
+  cmd->add_option("--graph", a->graph,
+                  "With --format torch: the graph placelab.torch.capture wrote (its ops name their modules exactly)");
   cmd->add_option("-o,--output", a->out, "Output JSON file (default: standard output)");
   cmd->footer(
       "Examples:\n  placelab export-placement results/qs/best_placement.json --format tf -o devices.json\n"
       "  placelab export-placement best_placement.json --format torch --onnx resnet50.onnx -o modules.json\n"
+      "  placelab export-placement best_placement.json --format torch --graph r50.json -o modules.json\n"
+      "  placelab simulate --graph r50.json --machine dgx1 --placement modules.json   # what the map runs\n"
       "Applying the map to a torch.nn.Module: docs/python.md, \"Placements out\"");
   cmd->callback([a] { run_export_placement(*a); });
 }

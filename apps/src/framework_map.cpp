@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <map>
+#include <optional>
+#include <functional>
 #include <unordered_map>
 
 #include "placelab/graph/error.h"
@@ -59,35 +61,92 @@ std::string torch_module_path(std::string_view scope) {
   return path;
 }
 
-TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops,
-                                const std::vector<std::string>& scopes) {
-  std::unordered_map<std::string_view, std::size_t> scope_index;
-  for (std::size_t i = 0; i < scopes.size(); ++i) scope_index.emplace(scopes[i], i);
-  std::vector<std::map<std::string, int>> votes(scopes.size());  // device -> ops, per scope
+namespace {
+
+// Each module of `modules` that `module_of` gives ops to goes where most of its ops are (ties: the
+// device name first in byte order); ops of no module are `outside`. Modules keep their order.
+TorchModuleMap majority_modules(const std::vector<std::pair<std::string, std::string>>& ops,
+                                const std::vector<std::string>& modules,
+                                const std::function<std::optional<std::size_t>(const std::string&)>& module_of) {
+  std::vector<std::map<std::string, int>> votes(modules.size());  // device -> ops, per module
   TorchModuleMap result;
   for (const auto& [op, device] : ops) {
-    std::string_view name = forward_name(op);
-    std::size_t found = scopes.size();
-    for (auto end = name.rfind('/'); end != std::string_view::npos && found == scopes.size();
-         end = end ? name.rfind('/', end - 1) : std::string_view::npos) {
-      auto it = scope_index.find(name.substr(0, end));
-      if (it != scope_index.end()) found = it->second;
-    }
-    if (found == scopes.size())
-      result.outside.push_back(op);
+    if (auto m = module_of(op))
+      ++votes[*m][device];
     else
-      ++votes[found][device];
+      result.outside.push_back(op);
   }
-  for (std::size_t i = 0; i < scopes.size(); ++i) {
+  for (std::size_t i = 0; i < modules.size(); ++i) {
     if (votes[i].empty()) continue;
     auto best = votes[i].begin();
     for (auto it = votes[i].begin(); it != votes[i].end(); ++it)
       if (it->second > best->second) best = it;
-    std::string module = torch_module_path(scopes[i]);
-    if (votes[i].size() > 1) result.split.push_back(module);
-    result.modules.emplace_back(std::move(module), framework_device(best->first, models::Framework::kPyTorch));
+    if (votes[i].size() > 1) result.split.push_back(modules[i]);
+    result.modules.emplace_back(modules[i], framework_device(best->first, models::Framework::kPyTorch));
   }
   return result;
+}
+
+// A torch device of a module map on `machine`: "cpu" its first CPU, "cuda:N" its gpu:N.
+std::optional<DeviceId> module_map_device(std::string_view torch_device, const Machine& machine) {
+  if (torch_device == "cpu") return machine.default_cpu();
+  if (torch_device.starts_with("cuda:")) return machine.find_device("gpu:" + std::string(torch_device.substr(5)));
+  return std::nullopt;
+}
+
+}  // namespace
+
+TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops,
+                                const std::vector<std::string>& scopes) {
+  std::unordered_map<std::string_view, std::size_t> scope_index;
+  for (std::size_t i = 0; i < scopes.size(); ++i) scope_index.emplace(scopes[i], i);
+  std::vector<std::string> modules;
+  for (const std::string& scope : scopes) modules.push_back(torch_module_path(scope));
+  return majority_modules(ops, modules, [&](const std::string& op) -> std::optional<std::size_t> {
+    std::string_view name = forward_name(op);
+    for (auto end = name.rfind('/'); end != std::string_view::npos;
+         end = end ? name.rfind('/', end - 1) : std::string_view::npos) {
+      auto it = scope_index.find(name.substr(0, end));
+      if (it != scope_index.end()) return it->second;
+    }
+    return std::nullopt;
+  });
+}
+
+TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph) {
+  std::vector<std::string> modules;
+  std::unordered_map<std::string_view, std::size_t> index;
+  for (OpId id = 0; id < graph.num_ops(); ++id)
+    if (index.emplace(graph.op(id).module, modules.size()).second) modules.push_back(graph.op(id).module);
+  return majority_modules(ops, modules, [&](const std::string& op) -> std::optional<std::size_t> {
+    const auto id = graph.find(op);
+    if (!id) throw InputError("op " + op + ": not an op of the graph");
+    return index.at(graph.op(*id).module);
+  });
+}
+
+Placement placement_from_module_map(const std::map<std::string, std::string>& map, const OpGraph& graph,
+                                    const Machine& machine, const std::string& origin) {
+  Placement p(graph.num_ops());
+  for (OpId id = 0; id < graph.num_ops(); ++id) {
+    // The op's module, else its nearest ancestor in the map ("" = the model itself).
+    std::string path = graph.op(id).module;
+    auto it = map.find(path);
+    while (it == map.end() && !path.empty()) {
+      const auto dot = path.rfind('.');
+      path = dot == std::string::npos ? std::string() : path.substr(0, dot);
+      it = map.find(path);
+    }
+    if (it == map.end())
+      throw InputError(origin + ": module '" + graph.op(id).module + "' (op " + graph.op(id).name +
+                       ") has no device: neither it nor a module above it is in the map");
+    const auto device = module_map_device(it->second, machine);
+    if (!device)
+      throw InputError(origin + ": module '" + it->first + "' = \"" + it->second + "\": machine '" + machine.name +
+                       "' has no such device (expected cpu or cuda:N for its gpu:N)");
+    p[id] = *device;
+  }
+  return p;
 }
 
 }  // namespace placelab::cli

@@ -7,11 +7,15 @@
 //   TorchModuleMap m = torch_module_map(ops, models::onnx_node_scopes("resnet50.onnx"));
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "placelab/graph/op_graph.h"
+#include "placelab/graph/placement.h"
+#include "placelab/hwmodels/machine.h"
 #include "placelab/models/builder.h"
 
 namespace placelab::cli {
@@ -43,5 +47,19 @@ struct TorchModuleMap {
 // without ops are left out. InputError from framework_device.
 TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops,
                                 const std::vector<std::string>& scopes);
+
+// The same from a graph whose ops name their module (Op::module, placelab.torch.capture): each
+// module path exactly as named_modules() spells it ("" = the model), in the order of its first op.
+// InputError for an op the graph lacks.
+TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph);
+
+// The op placement a module map (module path -> torch device, as export-placement --format torch
+// writes it) gives a graph with module paths: each op on the device of its module or of the
+// nearest module above it in the map; "cuda:N" is the machine's gpu:N, "cpu" its first CPU. What
+// PyTorch runs after apply_module_map, so `simulate --placement modules.json` predicts it.
+// InputError naming `origin` and the module for a module without a device or a device the
+// machine lacks.
+Placement placement_from_module_map(const std::map<std::string, std::string>& map, const OpGraph& graph,
+                                    const Machine& machine, const std::string& origin);
 
 }  // namespace placelab::cli

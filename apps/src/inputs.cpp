@@ -1,8 +1,13 @@
 #include "inputs.h"
 
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "framework_map.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/hwmodels/machine_io.h"
@@ -31,6 +36,28 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
   return out;
 }
 
+namespace {
+
+// A module map (module path -> torch device, what export-placement --format torch writes) when the
+// graph names modules and the file is one: a JSON object of strings without a placement file's
+// keys. Anything else is nullopt, and the placement reader judges the file.
+std::optional<std::map<std::string, std::string>> module_map(const std::filesystem::path& path, const OpGraph& g) {
+  bool modules = false;
+  for (OpId id = 0; id < g.num_ops() && !modules; ++id) modules = !g.op(id).module.empty();
+  if (!modules) return std::nullopt;
+  const nlohmann::json doc = nlohmann::json::parse(read_text_file(path), nullptr, false);
+  if (!doc.is_object() || doc.empty() || doc.contains("placement") || doc.contains("devices") || doc.contains("format"))
+    return std::nullopt;
+  std::map<std::string, std::string> map;
+  for (const auto& [key, value] : doc.items()) {
+    if (!value.is_string()) return std::nullopt;
+    map[key] = value.get<std::string>();
+  }
+  return map;
+}
+
+}  // namespace
+
 Placement resolve_placement(std::string_view spec, const GraphSource& source, const MachineSource& ms,
                             uint64_t seed, const Grouping* grouping, std::string* note) {
   const OpGraph& g = source.graph;
@@ -50,6 +77,7 @@ Placement resolve_placement(std::string_view spec, const GraphSource& source, co
   }
   std::filesystem::path path(spec);
   if (std::filesystem::exists(path)) {
+    if (auto map = module_map(path, g)) return placement_from_module_map(*map, g, m, path.string());
     std::vector<std::string> names;
     for (const Device& d : m.devices) names.push_back(d.name);
     Placement p = read_placement_json(path, g, names);

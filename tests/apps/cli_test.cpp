@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "placelab/graph/io.h"
 #include "placelab/learners/registry.h"
 #include "run_cli.h"
 
@@ -909,6 +910,47 @@ TEST_F(Cli, ModelsExportInspect) {
   CliResult d = placelab("inspect " + deep);
   EXPECT_EQ(d.status, 2) << d.out;
   EXPECT_NE(d.out.find("deep.json:1: nested deeper than 512 levels"), std::string::npos) << d.out;
+}
+
+// A captured graph's ops name their modules: the exported map has named_modules()'s paths exactly,
+// and simulating the map gives the step of the placement it came from when that placement moves
+// whole modules (what PyTorch runs after apply_module_map is what was predicted).
+TEST_F(Cli, CapturedGraphExportsExactModulePathsAndItsMapSimulatesAsThePlacement) {
+  const std::string graph_file = std::string(PLACELAB_SOURCE_DIR) + "/scenarios/graphs/transformer-encoder-pytorch.json";
+  const placelab::OpGraph g = placelab::read_graph_json(graph_file);
+  // Layers 0 and 1 of the encoder on gpu:1, everything else on gpu:0 (h100x8: cpu:0, cpu:1, gpu:0 = 2).
+  placelab::Placement p(g.num_ops(), 2);
+  for (placelab::OpId id = 0; id < g.num_ops(); ++id)
+    if (g.op(id).module.starts_with("encoder.layers.0") || g.op(id).module.starts_with("encoder.layers.1")) p[id] = 3;
+  std::vector<std::string> names;
+  for (const char* n : {"cpu:0", "cpu:1", "gpu:0", "gpu:1", "gpu:2", "gpu:3", "gpu:4", "gpu:5", "gpu:6", "gpu:7"})
+    names.emplace_back(n);
+  std::ostringstream text;
+  placelab::write_placement_json(g, p, names, text);
+  const std::string placement = write("placement.json", text.str()), map = (dir_ / "modules.json").string();
+  CliResult e = placelab("export-placement " + placement + " --format torch --graph " + graph_file + " -o " + map);
+  ASSERT_EQ(e.status, 0) << e.out;
+  const auto modules = nlohmann::json::parse(slurp(map));
+  EXPECT_EQ(modules.at("encoder.layers.0.self_attn"), "cuda:1");
+  EXPECT_EQ(modules.at("encoder.layers.1.linear2"), "cuda:1");
+  EXPECT_EQ(modules.at("encoder.layers.2.linear2"), "cuda:0");
+  EXPECT_EQ(modules.at("head"), "cuda:0");
+  for (const auto& [path, device] : modules.items()) EXPECT_EQ(path.find('/'), std::string::npos) << path;
+  CliResult ops = placelab("simulate --graph " + graph_file + " --machine h100x8 --placement " + placement + " --json");
+  CliResult from_map = placelab("simulate --graph " + graph_file + " --machine h100x8 --placement " + map + " --json");
+  ASSERT_EQ(ops.status, 0) << ops.out;
+  ASSERT_EQ(from_map.status, 0) << from_map.out;
+  EXPECT_EQ(nlohmann::json::parse(ops.out)["step_time_s"], nlohmann::json::parse(from_map.out)["step_time_s"]);
+  // A map that leaves a module without a device, or names a device the machine lacks, is refused.
+  const std::string partial = write("partial.json", R"({"head": "cuda:0"})");
+  CliResult missing = placelab("simulate --graph " + graph_file + " --machine h100x8 --placement " + partial);
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("has no device: neither it nor a module above it is in the map"), std::string::npos)
+      << missing.out;
+  const std::string far = write("far.json", R"({"": "cuda:9"})");
+  CliResult no_gpu = placelab("simulate --graph " + graph_file + " --machine h100x8 --placement " + far);
+  EXPECT_EQ(no_gpu.status, 2);
+  EXPECT_NE(no_gpu.out.find("has no such device"), std::string::npos) << no_gpu.out;
 }
 
 TEST_F(Cli, ExportPlacementGivesTorchModulesAndTensorflowDevices) {

@@ -297,7 +297,9 @@ TEST(Registry, PlacementRulesHelpListsEveryBaseline) {
 }
 
 TEST(Registry, GroupingNamesAreWhatMakeGroupingAccepts) {
-  const OpGraph g = testing::fork_join(2, 3, 1e9, 1 << 10);
+  OpGraph g = testing::fork_join(2, 3, 1e9, 1 << 10);
+  // Module paths too, as a captured PyTorch graph has them, so that "module" accepts the graph.
+  for (OpId id = 0; id < g.num_ops(); ++id) g.op(id).module = id % 2 ? "a" : "b";
   for (std::string_view name : grouping_names())
     EXPECT_EQ(make_grouping(g, std::string(name), {.num_groups = 2}).num_ops(), g.num_ops()) << name;
   const std::string what = message_of([&] { make_grouping(g, "bogus"); });
