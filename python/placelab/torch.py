@@ -64,6 +64,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ._placelab import InputError
+from ._torch_place import PlacedModel, place  # noqa: F401  (placelab.torch.place)
 
 GRAPH_VERSION = 3
 
