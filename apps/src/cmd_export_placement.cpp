@@ -43,7 +43,13 @@ void run_export_placement(const ExportPlacementArgs& a) {
       throw InputError("--format torch: needs --graph, the captured graph the placement is of (its ops name their "
                        "modules), or --onnx, the model the placed graph was imported from (its node names give them)");
     OpGraph graph;
-    if (!a.graph.empty()) graph = read_graph_json(a.graph);
+    if (!a.graph.empty()) {
+      graph = read_graph_json(a.graph);
+      // A captured graph's placement must be one PyTorch can run: each module on one device.
+      if (const std::string split = first_split_module(ops, graph); !split.empty())
+        throw InputError(a.placement + ": not a placement PyTorch can run: " + split +
+                         "; PyTorch runs a module on one device (place with grouping: module, docs/learners.md)");
+    }
     const TorchModuleMap m = a.graph.empty() ? torch_module_map(ops, models::onnx_node_scopes(a.onnx))
                                              : torch_module_map(ops, graph);
     for (const auto& [module, device] : m.modules) out[module] = device;

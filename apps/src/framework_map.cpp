@@ -125,6 +125,20 @@ TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::st
   });
 }
 
+std::string first_split_module(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph) {
+  std::unordered_map<std::string_view, const std::pair<std::string, std::string>*> first;  // module -> its first op
+  for (const auto& entry : ops) {
+    const auto id = graph.find(entry.first);
+    if (!id) throw InputError("op " + entry.first + ": not an op of the graph");
+    const std::string& module = graph.op(*id).module;
+    auto [it, inserted] = first.emplace(module, &entry);
+    if (!inserted && it->second->second != entry.second)
+      return "module '" + module + "' has op " + it->second->first + " on " + it->second->second + " and op " +
+             entry.first + " on " + entry.second;
+  }
+  return "";
+}
+
 Placement placement_from_module_map(const std::map<std::string, std::string>& map, const OpGraph& graph,
                                     const Machine& machine, const std::string& origin) {
   Placement p(graph.num_ops());

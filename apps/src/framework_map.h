@@ -53,6 +53,11 @@ TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::st
 // InputError for an op the graph lacks.
 TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph);
 
+// "" when every module of `graph` has all its ops of `ops` (op name, device) on one device — a
+// placement PyTorch can run — else a sentence naming the first module that does not, with two of its
+// ops on different devices. InputError for an op the graph lacks.
+std::string first_split_module(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph);
+
 // The op placement a module map (module path -> torch device, as export-placement --format torch
 // writes it) gives a graph with module paths: each op on the device of its module or of the
 // nearest module above it in the map; "cuda:N" is the machine's gpu:N, "cpu" its first CPU. What

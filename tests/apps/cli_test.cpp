@@ -941,6 +941,16 @@ TEST_F(Cli, CapturedGraphExportsExactModulePathsAndItsMapSimulatesAsThePlacement
   ASSERT_EQ(ops.status, 0) << ops.out;
   ASSERT_EQ(from_map.status, 0) << from_map.out;
   EXPECT_EQ(nlohmann::json::parse(ops.out)["step_time_s"], nlohmann::json::parse(from_map.out)["step_time_s"]);
+  // A placement that splits a module cannot run in PyTorch: export refuses it, naming the module.
+  placelab::Placement split = p;
+  for (placelab::OpId id = 0; id < g.num_ops(); ++id)
+    if (g.op(id).module == "head" && g.op(id).phase == placelab::Phase::kBackward) split[id] = 4;
+  std::ostringstream split_text;
+  placelab::write_placement_json(g, split, names, split_text);
+  CliResult refused = placelab("export-placement " + write("split.json", split_text.str()) + " --format torch --graph " +
+                               graph_file);
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.out.find("not a placement PyTorch can run: module 'head' has op"), std::string::npos) << refused.out;
   // A map that leaves a module without a device, or names a device the machine lacks, is refused.
   const std::string partial = write("partial.json", R"({"head": "cuda:0"})");
   CliResult missing = placelab("simulate --graph " + graph_file + " --machine h100x8 --placement " + partial);
