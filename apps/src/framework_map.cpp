@@ -130,6 +130,9 @@ std::string first_split_module(const std::vector<std::pair<std::string, std::str
   for (const auto& entry : ops) {
     const auto id = graph.find(entry.first);
     if (!id) throw InputError("op " + entry.first + ": not an op of the graph");
+    // A CPU-only op (the input batch, which a program holds in host memory before its `.to()`) is
+    // where the host keeps it, whatever its module's device.
+    if (graph.op(*id).cpu_only) continue;
     const std::string& module = graph.op(*id).module;
     auto [it, inserted] = first.emplace(module, &entry);
     if (!inserted && it->second->second != entry.second)

@@ -54,7 +54,7 @@ TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::st
 TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph);
 
 // "" when every module of `graph` has all its ops of `ops` (op name, device) on one device — a
-// placement PyTorch can run — else a sentence naming the first module that does not, with two of its
+// placement PyTorch can run; CPU-only ops (the input batch in host memory) are not counted — else a sentence naming the first module that does not, with two of its
 // ops on different devices. InputError for an op the graph lacks.
 std::string first_split_module(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph);
 

@@ -341,25 +341,16 @@ Grouping group_by_module(const OpGraph& graph) {
   std::vector<std::string> keys(graph.num_ops());
   bool any = false;
   for (OpId op = 0; op < graph.num_ops(); ++op) {
-    keys[op] = graph.op(op).module;
-    any = any || !keys[op].empty();
+    const std::string& module = graph.op(op).module;
+    any = any || !module.empty();
+    // The model's own ops (module "": its functional ops outside every submodule, the loss, the
+    // input) are one group too, as PyTorch runs them on the model's device; "/" is in no module
+    // path (named_modules joins names with '.'), so the key cannot meet a real one.
+    keys[op] = module.empty() ? "/" : "m" + module;
   }
   if (!any)
     throw InputError("grouping = \"module\": the graph names no PyTorch module (Op::module); capture it with "
                      "placelab.torch.capture (docs/python.md) or use another grouping");
-  // The root module's own ops (inputs, the loss, functional ops at the top of forward) join the
-  // module of their first data producer that has one, in program order, else of their first data
-  // consumer that has one; an op with neither stays alone.
-  for (OpId op = 0; op < graph.num_ops(); ++op) {
-    if (!keys[op].empty()) continue;
-    graph.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-      if (keys[op].empty() && !t.control && !keys[src].empty()) keys[op] = keys[src];
-    });
-    if (keys[op].empty())
-      graph.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
-        if (keys[op].empty() && !t.control && !graph.op(dst).module.empty()) keys[op] = graph.op(dst).module;
-      });
-  }
   UnionFind uf(graph.num_ops());
   unite_by_key(keys, uf);
   unite_colocation(graph, uf);

@@ -84,9 +84,10 @@ Grouping group_by_model_units(const OpGraph& graph, bool time_steps = true);
 
 // PyTorch graphs (Op::module, from placelab.torch.capture): one group per module path, so that a
 // module's forward, backward and optimizer update move together, as PyTorch can move only whole
-// modules. A module's own functional ops are its group; its submodules are groups of their own.
-// The root module's ops join their first data producer's module, else their first data consumer's.
-// Colocation groups are unioned in. Throws InputError for a graph without module paths.
+// modules. A module's own functional ops are its group; its submodules are groups of their own;
+// the model's own ops (module "": the loss, the input, functional ops outside every submodule) are
+// one group, as placelab.torch.place runs them on the model's device. Colocation groups are
+// unioned in. Throws InputError for a graph without module paths.
 Grouping group_by_module(const OpGraph& graph);
 
 // The partitioning groupers' options, METIS's and Scotch's alike.

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The cost of executability (issue "Placements that run"): for five PyTorch models captured with
+placelab.torch.capture, on k80x4, dgx1 and h100x8, the best step critpath and post find when they
+may place single ops (grouping: none, what PyTorch cannot run) and when they must move whole
+modules (grouping: module), as PyTorch runs the step (eager). Prints a Markdown table.
+
+  PYTHONPATH=build/python /usr/bin/python3 scripts/executable-vs-op-level.py --out /tmp/exec [--samples 600]
+
+Models (batch sizes as the papers and the zoo train them): torchvision resnet50 (batch 32, 224²,
+momentum) and inception_v3 (batch 32, 299², aux head, rmsprop), an nn.TransformerEncoder (6 layers,
+d_model 512, 8 heads, ff 2048, sequence 128, batch 32, Adam), a 2-layer nn.LSTM language model
+(hidden 1024, vocabulary 10,000, sequence 35, batch 64, SGD) and a GPT-style decoder (6 layers, d 512,
+8 heads, context 256, vocabulary 10,000, batch 16, AdamW).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import placelab.torch as pt
+
+
+class LstmLm(nn.Module):
+    def __init__(self, vocab=10000, dim=1024):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, dim, num_layers=2)
+        self.decoder = nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        h, _ = self.lstm(self.embedding(tokens))
+        return self.decoder(h).view(-1, self.decoder.out_features)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, block):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
+        att = F.softmax(att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf")), dim=-1)
+        return self.proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, block):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(dim), Attention(dim, heads, block), nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab=10000, block=256, dim=512, heads=8, layers=6):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads, block) for _ in range(layers))
+        self.ln_f, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def captures():
+    import torchvision
+    ce = nn.CrossEntropyLoss()
+    yield "resnet50", torchvision.models.resnet50(), (torch.randn(32, 3, 224, 224),), ce, torch.randint(0, 1000, (32,)), "momentum"
+    inc = torchvision.models.inception_v3(init_weights=False, aux_logits=True)
+    yield ("inception_v3", inc, (torch.randn(32, 3, 299, 299),),
+           lambda o, t: F.cross_entropy(o.logits, t) + 0.4 * F.cross_entropy(o.aux_logits, t),
+           torch.randint(0, 1000, (32,)), "rmsprop")
+    enc = nn.Sequential(nn.TransformerEncoder(nn.TransformerEncoderLayer(512, 8, 2048), 6), nn.Linear(512, 10000))
+    yield ("transformer", enc, (torch.randn(128, 32, 512),),
+           lambda o, t: F.cross_entropy(o.reshape(-1, 10000), t.reshape(-1)), torch.randint(0, 10000, (128, 32)), "adam")
+    yield "lstm_lm", LstmLm(), (torch.randint(0, 10000, (35, 64)),), ce, torch.randint(0, 10000, (35 * 64,)), "sgd"
+    yield ("gpt", Gpt(), (torch.randint(0, 10000, (16, 256)),),
+           lambda o, t: F.cross_entropy(o.reshape(-1, 10000), t.reshape(-1)), torch.randint(0, 10000, (16, 256)), "adamw")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--samples", type=int, default=600)
+    ap.add_argument("--placelab", default="build/apps/placelab")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rows = []
+    for name, model, inputs, loss, target, opt in captures():
+        graph = os.path.join(a.out, f"{name}.json")
+        if not os.path.exists(graph):
+            pt.capture(model.train(), inputs, loss, target, optimizer=opt, name=name).save(graph)
+        for machine in ("k80x4", "dgx1", "h100x8"):
+            best = {}
+            # Executable: critpath moves whole modules only, from the best baseline's module projection
+            # (its op moves and its op-level start would split modules).
+            critpath = {"none": "{}", "module": "{op_moves: false, start: best_baseline_groups}"}
+            for grouping in ("none", "module"):
+                scenario = os.path.join(a.out, f"{name}-{machine}-{grouping}.yaml")
+                with open(scenario, "w") as f:
+                    f.write(f"name: {name}-{machine}-{grouping}\ngraph: {os.path.abspath(graph)}\nmachine: {machine}\n"
+                            f"devices: gpus\ngrouping: {grouping}\nsamples: {a.samples}\nbatch: 12\nseeds: 1\n"
+                            "learners:\n  critpath: " + critpath[grouping] + "\n  post: {}\nbaselines: [single_gpu]\n")
+                folder = os.path.join(a.out, f"{name}-{machine}-{grouping}")
+                subprocess.run([a.placelab, "run", scenario, "--output", folder], check=True, capture_output=True)
+                summary = json.load(open(os.path.join(folder, "summary.json")))
+                if grouping == "module":  # PyTorch can run it: export refuses a placement that splits a module
+                    subprocess.run([a.placelab, "export-placement", os.path.join(folder, "best_placement.json"),
+                                    "--format", "torch", "--graph", graph, "-o", folder + "-modules.json"],
+                                   check=True, capture_output=True)
+                for r in summary["results"]:
+                    best[(r["name"], grouping)] = r["best_s"] if not r["oom"] else float("inf")
+            one = best[("single_gpu", "none")]
+            for learner in ("critpath", "post"):
+                op, mod = best[(learner, "none")], best[(learner, "module")]
+                rows.append((name, machine, learner, one, op, mod))
+            print(f"{name} {machine}: done", file=sys.stderr)
+    print("| model | machine | learner | one GPU | op-level best | executable best (modules) | cost of executability |")
+    print("|---|---|---|---|---|---|---|")
+    for name, machine, learner, one, op, mod in rows:
+        print(f"| {name} | {machine} | {learner} | {one * 1e3:.2f} ms | {op * 1e3:.2f} ms | {mod * 1e3:.2f} ms | "
+              f"{100 * (mod / op - 1):+.1f} % |")
+
+
+if __name__ == "__main__":
+    main()
