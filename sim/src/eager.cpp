@@ -34,9 +34,7 @@ class EagerPass {
       const DeviceId d = g_.effective_device(op, placement[op]);
       w_.device[op] = d;
       w_.first_transfer[op] = kNone;
-      int32_t consumers = 0;
-      for (uint32_t k = g_.ops[op].out_begin; k < g_.ops[op].out_end; ++k) consumers += g_.out[k].data;
-      w_.refs[op] = consumers;
+      w_.refs[op] = g_.data_consumers[op];
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
       ++r_.devices[d].num_ops;
     }
@@ -76,6 +74,7 @@ class EagerPass {
         const uint32_t p = g_.in[k].src;
         if (w_.device[p] == d) continue;
         const uint32_t x = transfer_to(p, d, t, thread, op);
+        w_.in_transfer[k] = x;
         ready = std::max(ready, w_.transfers[x].end_s);
       }
 
@@ -120,8 +119,8 @@ class EagerPass {
         if (!g_.in[k].data) continue;
         const uint32_t p = g_.in[k].src;
         if (w_.device[p] != d) {
-          EagerTransfer& x = w_.transfers[find_transfer(p, d)];
-          if (--x.refs == 0) change(thread, t, d, -g_.ops[p].send_bytes, g_.num_ops + index_of(x));
+          const uint32_t x = w_.in_transfer[k];
+          if (--w_.transfers[x].refs == 0) change(thread, t, d, -g_.ops[p].send_bytes, g_.num_ops + x);
         }
         if (--w_.refs[p] == 0) change(thread, t, w_.device[p], -g_.ops[p].output_bytes, p);
       }
@@ -139,15 +138,6 @@ class EagerPass {
   }
 
  private:
-  uint32_t index_of(const EagerTransfer& x) const { return static_cast<uint32_t>(&x - w_.transfers.data()); }
-
-  uint32_t find_transfer(uint32_t producer, DeviceId dst) const {
-    for (uint32_t x = w_.first_transfer[producer]; x != kNone; x = w_.transfers[x].next)
-      if (w_.transfers[x].dst == dst) return x;
-    PLACELAB_CHECK(false) << "no transfer of op " << producer << " to device " << dst;
-    return kNone;
-  }
-
   // The copy of `producer`'s output to `dst`, issued now by `thread` (whose clock `t` it may
   // advance) unless an earlier consumer on dst issued it. PyTorch copies between GPUs on the
   // source's stream, after the destination's stream has run what it was given and before it
@@ -208,10 +198,7 @@ class EagerPass {
   // threads' lists, each already in order. Usually one or two threads hold changes.
   void settle_changes() {
     const uint32_t nt = g_.num_devices + 1;
-    if (record_)
-      for (uint32_t d = 0; d < g_.num_devices; ++d)
-        r_.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r_.devices[d].persistent_bytes,
-                                      r_.devices[d].persistent_bytes, MemorySample::kPersistent});
+    if (record_) record_persistent_samples(g_, r_);
     uint32_t* active = w_.active_threads.data();
     uint32_t num_active = 0;
     for (uint32_t th = 0; th < nt; ++th)
@@ -249,17 +236,7 @@ class EagerPass {
 void simulate_eager(const FlatGraph& g, std::span<const DeviceId> placement, EagerScratch& scratch, SimResult& r,
                     bool record) {
   scratch.reserve_for(g);
-  r.devices.assign(g.num_devices, DeviceStats{});
-  r.links.resize(g.num_links);
-  r.step_time_s = 0;
-  r.transfers = 0;
-  r.oom = false;
-  r.oom_device = 0;
-  r.oom_excess_bytes = 0;
-  r.host_busy_s = 0;
-  r.timeline.clear();
-  r.memory_timeline.clear();
-  r.host_timeline.clear();
+  reset_result(g, r);
   EagerPass(g, scratch, r, record).run(placement);
 }
 

@@ -96,6 +96,7 @@ struct FlatGraph {
   bool eager = false;
   std::vector<double> dispatch_s;       // per op: host seconds to issue it (CostModel::dispatch_time_s)
   std::vector<uint8_t> backward;        // per op: Phase::kBackward, issued by autograd's thread of its GPU
+  std::vector<int32_t> data_consumers;  // per op: its data out-edges (the readers its output waits for)
   double copy_dispatch_s = 0;           // host seconds to issue a copy (`.to(device)`): the first CPU's dispatch_s
 
   DeviceId effective_device(uint32_t op, DeviceId device) const {
@@ -114,6 +115,30 @@ inline double transfer_duration(const FlatGraph& g, const PairInfo& pair, int64_
   PLACELAB_CHECK(duration >= 0 && duration < std::numeric_limits<double>::infinity())
       << g.cost->describe() << ": transfer_time_s(" << bytes << ", " << src << ", " << dst << ") = " << duration;
   return duration;
+}
+
+// Clears every field of `r` for a new step of `g` (devices zeroed, links sized), the same for both
+// execution models; with `record`, the timeline starts with each device's persistent bytes, which
+// the caller has summed into r.devices[d].persistent_bytes by then (record_persistent_samples).
+inline void reset_result(const FlatGraph& g, SimResult& r) {
+  r.devices.assign(g.num_devices, DeviceStats{});
+  r.links.resize(g.num_links);
+  r.step_time_s = 0;
+  r.transfers = 0;
+  r.oom = false;
+  r.oom_device = 0;
+  r.oom_excess_bytes = 0;
+  r.host_busy_s = 0;
+  r.timeline.clear();
+  r.memory_timeline.clear();
+  r.host_timeline.clear();
+}
+
+// The first memory sample of every device: its persistent bytes at t = 0 (docs/simulator.md).
+inline void record_persistent_samples(const FlatGraph& g, SimResult& r) {
+  for (uint32_t d = 0; d < g.num_devices; ++d)
+    r.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r.devices[d].persistent_bytes,
+                                 r.devices[d].persistent_bytes, MemorySample::kPersistent});
 }
 
 // Per-device peaks (persistent + the largest transient total) and the OOM verdict, the same rule
@@ -166,6 +191,7 @@ struct EagerScratch {
   std::vector<double> end_s;        // per op: when its result is complete on its device
   std::vector<int32_t> refs;        // per op: data consumers not yet issued
   std::vector<uint32_t> first_transfer;  // per op: its transfers (a list through EagerTransfer::next)
+  std::vector<uint32_t> in_transfer;     // per in-edge (FlatGraph::in): the transfer feeding it, remote data edges only
   std::vector<EagerTransfer> transfers;
   std::vector<double> stream_free;  // per device: when its stream has run what was launched on it
   std::vector<double> thread_free;  // per host thread (0 main, 1 + d: autograd's thread for GPU d)
@@ -189,6 +215,7 @@ struct EagerScratch {
     grow(end_s, n);
     grow(refs, n);
     grow(first_transfer, n);
+    grow(in_transfer, g.in.size());
     grow(transfers, g.num_data_edges);
     grow(stream_free, nd);
     grow(thread_free, nd + 1);

@@ -226,16 +226,7 @@ class Evaluation {
 
   void run(std::span<const DeviceId> placement) {
     const uint32_t n = g_.num_ops;
-    r_.devices.resize(nd_);
-    r_.links.resize(g_.num_links);
-    std::fill(r_.devices.begin(), r_.devices.end(), DeviceStats{});
-    r_.step_time_s = 0;
-    r_.transfers = 0;
-    r_.oom = false;
-    r_.oom_device = 0;
-    r_.oom_excess_bytes = 0;
-    r_.timeline.clear();
-    r_.memory_timeline.clear();
+    sim_detail::reset_result(g_, r_);
 
     for (uint32_t d = 0; d < nd_; ++d)
       devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, kNoTransfer, kNoTransfer, 0, 0};
@@ -261,10 +252,7 @@ class Evaluation {
       devs_[d].ready_head = devs_[d].ready_tail = off;
       off += count;
     }
-    if constexpr (kRecord)
-      for (uint32_t d = 0; d < nd_; ++d)
-        r_.memory_timeline.push_back({0.0, static_cast<DeviceId>(d), r_.devices[d].persistent_bytes,
-                                      r_.devices[d].persistent_bytes, MemorySample::kPersistent});
+    if constexpr (kRecord) sim_detail::record_persistent_samples(g_, r_);
 
     for (uint32_t i = 0; i < 2 * num_leaves_; ++i) tree_[i].order = kNoEvent;
     num_transfers_ = 0;
@@ -830,7 +818,9 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     g.eager = true;
     g.dispatch_s.resize(n);
     g.backward.resize(n);
+    g.data_consumers.assign(n, 0);
     for (OpId op = 0; op < n; ++op) {
+      for (uint32_t k = g.ops[op].out_begin; k < g.ops[op].out_end; ++k) g.data_consumers[op] += g.out[k].data;
       const Op& o = graph.op(op);
       const double t = cost.dispatch_time_s(o);
       PLACELAB_CHECK(t >= 0 && std::isfinite(t)) << cost.describe() << ": dispatch_time_s(" << o.name << ") = " << t;
@@ -880,8 +870,6 @@ void Simulator::simulate(std::span<const DeviceId> placement, SimWorkspace& work
     return;
   }
   w.reserve_for(g);
-  result.host_busy_s = 0;
-  result.host_timeline.clear();
   if (options.record_timeline)
     Evaluation<true>(g, w, result).run(placement);
   else

@@ -42,13 +42,18 @@ SimResult run(const OpGraph& g, const Machine& m, const Placement& p) {
   return sim.simulate(p, {.record_timeline = true});
 }
 
-TEST(Eager, GpuBoundChainRunsBackToBack) {
+// An eager chain of three ops of `seconds` each, op i reading op i - 1, all on gpu:0.
+SimResult chain_on_one_gpu(double seconds) {
   OpGraph g;
   g.set_execution(Execution::kEager);
-  for (int i = 0; i < 3; ++i) add(g, "op" + std::to_string(i), 5.0);
+  for (int i = 0; i < 3; ++i) add(g, "op" + std::to_string(i), seconds);
   g.add_edge(0, 1);
   g.add_edge(1, 2);
-  const SimResult r = run(g, eager_machine(), {kGpu0, kGpu0, kGpu0});
+  return run(g, eager_machine(), {kGpu0, kGpu0, kGpu0});
+}
+
+TEST(Eager, GpuBoundChainRunsBackToBack) {
+  const SimResult r = chain_on_one_gpu(5.0);
   // Issued at 1, 2, 3; the stream runs them at [1, 6], [6, 11], [11, 16].
   EXPECT_DOUBLE_EQ(op_event(r, 0).start_s, 1.0);
   EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 11.0);
@@ -58,12 +63,7 @@ TEST(Eager, GpuBoundChainRunsBackToBack) {
 }
 
 TEST(Eager, LaunchBoundChainWaitsForTheHost) {
-  OpGraph g;
-  g.set_execution(Execution::kEager);
-  for (int i = 0; i < 3; ++i) add(g, "op" + std::to_string(i), 0.5);
-  g.add_edge(0, 1);
-  g.add_edge(1, 2);
-  const SimResult r = run(g, eager_machine(), {kGpu0, kGpu0, kGpu0});
+  const SimResult r = chain_on_one_gpu(0.5);
   // Each kernel starts when the host has launched it: [1, 1.5], [2, 2.5], [3, 3.5].
   EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 2.0);
   EXPECT_DOUBLE_EQ(r.step_time_s, 3.5);
