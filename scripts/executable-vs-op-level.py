@@ -14,7 +14,6 @@ d_model 512, 8 heads, ff 2048, sequence 128, batch 32, Adam), a 2-layer nn.LSTM 
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -25,59 +24,9 @@ import torch.nn.functional as F
 
 import placelab.torch as pt
 
-
-class LstmLm(nn.Module):
-    def __init__(self, vocab=10000, dim=1024):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab, dim)
-        self.lstm = nn.LSTM(dim, dim, num_layers=2)
-        self.decoder = nn.Linear(dim, vocab)
-
-    def forward(self, tokens):
-        h, _ = self.lstm(self.embedding(tokens))
-        return self.decoder(h).view(-1, self.decoder.out_features)
-
-
-class Attention(nn.Module):
-    def __init__(self, dim, heads, block):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)
-        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
-        att = F.softmax(att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf")), dim=-1)
-        return self.proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
-
-
-class Block(nn.Module):
-    def __init__(self, dim, heads, block):
-        super().__init__()
-        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(dim), Attention(dim, heads, block), nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab=10000, block=256, dim=512, heads=8, layers=6):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, block) for _ in range(layers))
-        self.ln_f, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab, bias=False)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
+# The models placelab.torch's tests train, sized up here.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tests"))
+from torch_models import LstmLm, TinyGpt  # noqa: E402
 
 
 def captures():
@@ -91,8 +40,8 @@ def captures():
     enc = nn.Sequential(nn.TransformerEncoder(nn.TransformerEncoderLayer(512, 8, 2048), 6), nn.Linear(512, 10000))
     yield ("transformer", enc, (torch.randn(128, 32, 512),),
            lambda o, t: F.cross_entropy(o.reshape(-1, 10000), t.reshape(-1)), torch.randint(0, 10000, (128, 32)), "adam")
-    yield "lstm_lm", LstmLm(), (torch.randint(0, 10000, (35, 64)),), ce, torch.randint(0, 10000, (35 * 64,)), "sgd"
-    yield ("gpt", Gpt(), (torch.randint(0, 10000, (16, 256)),),
+    yield "lstm_lm", LstmLm(vocab=10000, dim=1024), (torch.randint(0, 10000, (35, 64)),), ce, torch.randint(0, 10000, (35 * 64,)), "sgd"
+    yield ("gpt", TinyGpt(vocab=10000, block=256, dim=512, heads=8, layers=6, tied=False), (torch.randint(0, 10000, (16, 256)),),
            lambda o, t: F.cross_entropy(o.reshape(-1, 10000), t.reshape(-1)), torch.randint(0, 10000, (16, 256)), "adamw")
 
 

@@ -39,13 +39,13 @@ GraphSource load_graph_source(const std::string& graph_path, const std::string& 
 namespace {
 
 // A module map (module path -> torch device, what export-placement --format torch writes) when the
-// graph names modules and the file is one: a JSON object of strings without a placement file's
-// keys. Anything else is nullopt, and the placement reader judges the file.
-std::optional<std::map<std::string, std::string>> module_map(const std::filesystem::path& path, const OpGraph& g) {
+// graph names modules and `text` is one: a JSON object of strings without a placement file's
+// keys. Anything else is nullopt, and the placement reader judges the text.
+std::optional<std::map<std::string, std::string>> module_map(std::string_view text, const OpGraph& g) {
   bool modules = false;
   for (OpId id = 0; id < g.num_ops() && !modules; ++id) modules = !g.op(id).module.empty();
   if (!modules) return std::nullopt;
-  const nlohmann::json doc = nlohmann::json::parse(read_text_file(path), nullptr, false);
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
   if (!doc.is_object() || doc.empty() || doc.contains("placement") || doc.contains("devices") || doc.contains("format"))
     return std::nullopt;
   std::map<std::string, std::string> map;
@@ -77,10 +77,11 @@ Placement resolve_placement(std::string_view spec, const GraphSource& source, co
   }
   std::filesystem::path path(spec);
   if (std::filesystem::exists(path)) {
-    if (auto map = module_map(path, g)) return placement_from_module_map(*map, g, m, path.string());
+    const std::string text = read_text_file(path);  // read once: a module map or a placement file
+    if (auto map = module_map(text, g)) return placement_from_module_map(*map, g, m, path.string());
     std::vector<std::string> names;
     for (const Device& d : m.devices) names.push_back(d.name);
-    Placement p = read_placement_json(path, g, names);
+    Placement p = parse_placement_json(text, path.string(), g, names);
     check_placement(p, g.num_ops(), m.num_devices(), path.string().c_str());
     return p;
   }

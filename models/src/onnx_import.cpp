@@ -1035,17 +1035,17 @@ class Importer {
       for (const auto& m : model_.graph().node())
         for (const auto& i : m.input()) readers_[i].push_back(&m);
     std::set<std::string> seen{value};
-    std::vector<std::string> todo{value};
-    while (!todo.empty()) {
-      const std::string v = std::move(todo.back());
-      todo.pop_back();
+    std::vector<std::string> frontier{value};  // values reached whose readers are still to be looked at
+    while (!frontier.empty()) {
+      const std::string v = std::move(frontier.back());
+      frontier.pop_back();
       auto it = readers_.find(v);
       if (it == readers_.end()) continue;
       for (const onnx::NodeProto* m : it->second) {
         if (kConstantReaders.contains(m->op_type())) return true;
         if (!kMovers.contains(m->op_type())) continue;
         for (const auto& o : m->output())
-          if (!o.empty() && seen.insert(o).second) todo.push_back(o);
+          if (!o.empty() && seen.insert(o).second) frontier.push_back(o);
       }
     }
     return false;

@@ -32,7 +32,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ._placelab import InputError
-from .frameworks import torch_device
+from .frameworks import check_module_paths, torch_device
 
 
 def _device_of_module(path: str, devices: Mapping[str, str]) -> str:
@@ -171,10 +171,7 @@ def place(model: torch.nn.Module, placement, *, device_map: Mapping[str, str] | 
     if not isinstance(placement, Mapping) or not all(isinstance(v, str) for v in placement.values()):
         raise InputError("place: the placement must be a module map {module path: device} (export-placement "
                          "--format torch writes one)")
-    modules = dict(model.named_modules())
-    for path in placement:
-        if path not in modules:
-            raise InputError(f"module map: {path}: {type(model).__name__} has no submodule of this name")
+    modules = check_module_paths(model, placement)
     wanted = {path: torch_device(d) for path, d in placement.items()}
     if "" not in wanted:
         # The model itself (its own functional ops, where outputs arrive): the map's most common

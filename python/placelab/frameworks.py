@@ -29,14 +29,23 @@ def torch_device(device: str) -> str:
     return "cpu" if m.group(1) == "cpu" else f"cuda:{m.group(2)}"
 
 
+def check_module_paths(module, paths) -> dict:
+    """``module.named_modules()`` as a dict, after checking that each of ``paths`` is one of them;
+    raises placelab.InputError naming the first path the module lacks."""
+    modules = dict(module.named_modules())
+    for path in paths:
+        if path not in modules:
+            raise InputError(f"module map: {path}: {type(module).__name__} has no submodule of this name")
+    return modules
+
+
 def apply_module_map(module, mapping: dict[str, str]):
     """Moves each submodule named in ``mapping`` (module path -> device) to its device, with
     ``.to(torch_device(device))``, parents before their children (fewer dots first) so that a
     child's entry overrides its parent's. ``""`` names ``module`` itself. Returns ``module``.
     Raises placelab.InputError naming the path when ``module`` has no such submodule."""
-    modules = dict(module.named_modules())
-    for path in sorted(mapping, key=lambda p: (p.count(".") + (p != ""), p)):
-        if path not in modules:
-            raise InputError(f"module map: {path}: {type(module).__name__} has no submodule of this name")
+    order = sorted(mapping, key=lambda p: (p.count(".") + (p != ""), p))
+    modules = check_module_paths(module, order)
+    for path in order:
         modules[path].to(torch_device(mapping[path]))
     return module

@@ -3,7 +3,6 @@ PyTorch training step"). Every model is captured on the meta device, so batch an
 nothing; the sizes below are small anyway so that the CPU capture in one test stays fast."""
 
 import json
-import math
 import os
 import stat
 import re
@@ -17,6 +16,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: a
 import placelab as pl  # noqa: E402
 import placelab.torch as pt  # noqa: E402
 from conftest import SOURCE_DIR  # noqa: E402
+from torch_models import LstmLm, TinyGpt  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -156,18 +156,6 @@ def test_transformer_encoder():
     assert {op["module"] for op in g.ops if op["type"] == "Softmax"} == {"layers.0.self_attn", "layers.1.self_attn"}
 
 
-class LstmLm(nn.Module):
-    def __init__(self, vocab=50, dim=32):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab, dim)
-        self.lstm = nn.LSTM(dim, dim, num_layers=2)
-        self.decoder = nn.Linear(dim, vocab)
-
-    def forward(self, tokens):
-        h, _ = self.lstm(self.embedding(tokens))
-        return self.decoder(h).view(-1, self.decoder.out_features)
-
-
 def test_lstm_language_model():
     model = LstmLm().train()
     seq, batch = 6, 3
@@ -182,56 +170,6 @@ def test_lstm_language_model():
     lstm = [op for op in g.ops if op["module"] == "lstm"]
     assert {"MatMul", "Sigmoid", "Tanh", "Mul"} <= {op["type"] for op in lstm if op["phase"] == "forward"}
     assert {"SigmoidGrad", "TanhGrad", "MatMul"} <= {op["type"] for op in lstm if op["phase"] == "backward"}
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, dim, heads, block):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)
-        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
-        att = F.softmax(att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf")), dim=-1)
-        return self.proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
-
-
-class Block(nn.Module):
-    def __init__(self, dim, heads, block):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(dim)
-        self.attn = CausalSelfAttention(dim, heads, block)
-        self.ln_2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class TinyGpt(nn.Module):
-    """A GPT-style decoder: token and position embeddings, causal blocks, an LM head tied to the
-    token embedding."""
-
-    def __init__(self, vocab=97, block=16, dim=32, heads=4, layers=2):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, dim)
-        self.pos = nn.Embedding(block, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, block) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-        self.head.weight = self.tok.weight
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
 
 
 def test_gpt_style_decoder_with_tied_embeddings():

@@ -12,7 +12,7 @@ nn = torch.nn
 
 import placelab as pl  # noqa: E402
 import placelab.torch as pt  # noqa: E402
-from test_torch_capture import LstmLm, TinyGpt  # noqa: E402
+from torch_models import LstmLm, TinyGpt  # noqa: E402
 
 CPU_FOR_ALL = {f"cuda:{i}": "cpu" for i in range(4)}
 
