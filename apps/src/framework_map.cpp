@@ -87,6 +87,13 @@ TorchModuleMap majority_modules(const std::vector<std::pair<std::string, std::st
   return result;
 }
 
+// The op of `graph` named `name`; InputError for a name the graph lacks (a placement of another graph).
+const Op& op_named(const OpGraph& graph, const std::string& name) {
+  const auto id = graph.find(name);
+  if (!id) throw InputError("op " + name + ": not an op of the graph");
+  return graph.op(*id);
+}
+
 // A torch device of a module map on `machine`: "cpu" its first CPU, "cuda:N" its gpu:N.
 std::optional<DeviceId> module_map_device(std::string_view torch_device, const Machine& machine) {
   if (torch_device == "cpu") return machine.default_cpu();
@@ -119,21 +126,18 @@ TorchModuleMap torch_module_map(const std::vector<std::pair<std::string, std::st
   for (OpId id = 0; id < graph.num_ops(); ++id)
     if (index.emplace(graph.op(id).module, modules.size()).second) modules.push_back(graph.op(id).module);
   return majority_modules(ops, modules, [&](const std::string& op) -> std::optional<std::size_t> {
-    const auto id = graph.find(op);
-    if (!id) throw InputError("op " + op + ": not an op of the graph");
-    return index.at(graph.op(*id).module);
+    return index.at(op_named(graph, op).module);
   });
 }
 
 std::string first_split_module(const std::vector<std::pair<std::string, std::string>>& ops, const OpGraph& graph) {
   std::unordered_map<std::string_view, const std::pair<std::string, std::string>*> first;  // module -> its first op
   for (const auto& entry : ops) {
-    const auto id = graph.find(entry.first);
-    if (!id) throw InputError("op " + entry.first + ": not an op of the graph");
+    const Op& op = op_named(graph, entry.first);
     // A CPU-only op (the input batch, which a program holds in host memory before its `.to()`) is
     // where the host keeps it, whatever its module's device.
-    if (graph.op(*id).cpu_only) continue;
-    const std::string& module = graph.op(*id).module;
+    if (op.cpu_only) continue;
+    const std::string& module = op.module;
     auto [it, inserted] = first.emplace(module, &entry);
     if (!inserted && it->second->second != entry.second)
       return "module '" + module + "' has op " + it->second->first + " on " + it->second->second + " and op " +

@@ -64,16 +64,13 @@ void AnalyticCostModel::Options::validate() const {
 AnalyticCostModel::AnalyticCostModel(const Machine& machine, Options options)
     : CostModel(machine), options_(std::move(options)) {
   options_.validate();
-  // Each device against the distinct ones seen so far: a machine has few device types.
-  auto same_costs = [](const Device& a, const Device& b) {
-    return a.kind == b.kind && a.peak_flops_per_s == b.peak_flops_per_s && a.memory_bandwidth_Bps == b.memory_bandwidth_Bps &&
-           a.launch_overhead_s == b.launch_overhead_s && a.efficiency == b.efficiency;
-  };
+  // Each device against the distinct ones seen so far: a machine has few device types, and
+  // identical devices (identical_devices) cost the same.
   std::vector<DeviceId> distinct;
   representative_.resize(machine.num_devices());
   for (std::size_t d = 0; d < machine.num_devices(); ++d) {
     const auto it = std::find_if(distinct.begin(), distinct.end(),
-                                 [&](DeviceId r) { return same_costs(machine.devices[r], machine.devices[d]); });
+                                 [&](DeviceId r) { return identical_devices(machine.devices[r], machine.devices[d]); });
     representative_[d] = it == distinct.end() ? static_cast<DeviceId>(d) : *it;
     if (it == distinct.end()) distinct.push_back(static_cast<DeviceId>(d));
   }

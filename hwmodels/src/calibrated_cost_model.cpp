@@ -16,21 +16,20 @@ CalibratedCostModel::CalibratedCostModel(const Machine& machine, const Calibrati
   for (const DeviceCalibration& d : calibration.devices)
     if (auto id = machine.find_device(d.device)) by_device_[*id] = &d;
   // A calibration covers identical devices (docs/calibration.md, "Identical devices"): a device
-  // without measurements of its own takes those of the first calibrated device identical to it
-  // (identical_devices) — a trace of gpu:0 prices gpu:1..7 of an 8-GPU node alike.
-  measured_on_.resize(n);
-  for (std::size_t d = 0; d < n; ++d) measured_on_[d] = static_cast<DeviceId>(d);
-  for (std::size_t d = 0; d < n; ++d) {
-    if (by_device_[d]) continue;
-    const Device& dev = machine.devices[d];
-    for (std::size_t c = 0; c < n; ++c) {
-      const Device& cal = machine.devices[c];
-      if (c == d || !by_device_[c] || measured_on_[c] != c || !identical_devices(cal, dev)) continue;
-      measured_on_[d] = static_cast<DeviceId>(c);
-      break;
-    }
+  // without measurements of its own takes those of the first calibrated device identical to it —
+  // a trace of gpu:0 prices gpu:1..7 of an 8-GPU node alike. Identical devices are the analytic
+  // model's classes (its representatives group them by identical_devices).
+  std::vector<DeviceId> first_calibrated(n, static_cast<DeviceId>(n));  // by analytic representative
+  for (std::size_t c = 0; c < n; ++c) {
+    DeviceId& first = first_calibrated[analytic_->op_time_representative(static_cast<DeviceId>(c))];
+    if (by_device_[c] && first == n) first = static_cast<DeviceId>(c);
   }
-  for (std::size_t d = 0; d < n; ++d) by_device_[d] = by_device_[measured_on_[d]];
+  measured_on_.resize(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    const DeviceId first = first_calibrated[analytic_->op_time_representative(static_cast<DeviceId>(d))];
+    measured_on_[d] = by_device_[d] || first == n ? static_cast<DeviceId>(d) : first;
+    by_device_[d] = by_device_[measured_on_[d]];
+  }
   // Devices priced by one calibration share the op times of the smallest of them; the others
   // share those of the first device of their analytic class.
   representative_.resize(n);
