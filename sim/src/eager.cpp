@@ -43,6 +43,15 @@ class EagerPass {
     bool in_backward = false, after_backward = false;
     for (uint32_t op = 0; op < n; ++op) {
       const DeviceId d = w_.device[op];
+      if (g_.state[op]) {
+        // A parameter or buffer: there before the step, issued by nobody, no work on its device.
+        w_.issued_s[op] = 0;
+        w_.end_s[op] = 0;
+        if (record_) r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, 0, 0, g_.ops[op].output_bytes});
+        if (w_.refs[op] == 0) continue;
+        change(0, w_.thread_free[0], d, g_.ops[op].output_bytes, op);
+        continue;
+      }
       const bool gpu = g_.device_is_gpu[d];
       const bool backward = g_.backward[op];
       // Autograd's engine runs a GPU's backward nodes on a thread of that GPU; everything else is

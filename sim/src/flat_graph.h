@@ -96,6 +96,7 @@ struct FlatGraph {
   bool eager = false;
   std::vector<double> dispatch_s;       // per op: host seconds to issue it (CostModel::dispatch_time_s)
   std::vector<uint8_t> backward;        // per op: Phase::kBackward, issued by autograd's thread of its GPU
+  std::vector<uint8_t> state;           // per op: only holds state (a parameter): never issued, ready at 0
   std::vector<int32_t> data_consumers;  // per op: its data out-edges (the readers its output waits for)
   double copy_dispatch_s = 0;           // host seconds to issue a copy (`.to(device)`): the first CPU's dispatch_s
 

@@ -212,6 +212,14 @@ using sim_detail::kTransfer;
 
 constexpr uint32_t kNoTransfer = std::numeric_limits<uint32_t>::max();
 
+// Whether an eager graph's op only holds state: it reads nothing, computes nothing (no flops, no
+// kernel) and keeps persistent bytes — a variable, which in PyTorch is a parameter or buffer: a
+// tensor that exists before the step, not a call the program issues (docs/simulator.md).
+bool holds_state_only(const OpGraph& graph, OpId op) {
+  const Op& o = graph.op(op);
+  return graph.in_degree(op) == 0 && o.persistent_bytes > 0 && o.flops == 0 && o.kernel.cls == KernelClass::kNoop;
+}
+
 // One evaluation: binds the flat graph, the workspace and the result for the event loop.
 // kRecord (SimOptions::record_timeline) is a template parameter so that the hot path carries no
 // timeline branches at all.
@@ -818,11 +826,13 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     g.eager = true;
     g.dispatch_s.resize(n);
     g.backward.resize(n);
+    g.state.resize(n);
     g.data_consumers.assign(n, 0);
     for (OpId op = 0; op < n; ++op) {
       for (uint32_t k = g.ops[op].out_begin; k < g.ops[op].out_end; ++k) g.data_consumers[op] += g.out[k].data;
       const Op& o = graph.op(op);
-      const double t = cost.dispatch_time_s(o);
+      g.state[op] = holds_state_only(graph, op) ? 1 : 0;
+      const double t = g.state[op] ? 0.0 : cost.dispatch_time_s(o);
       PLACELAB_CHECK(t >= 0 && std::isfinite(t)) << cost.describe() << ": dispatch_time_s(" << o.name << ") = " << t;
       g.dispatch_s[op] = t;
       g.backward[op] = o.phase == Phase::kBackward ? 1 : 0;

@@ -202,6 +202,30 @@ TEST(Eager, AnEdgeAgainstProgramOrderIsAnInputError) {
   EXPECT_THROW(Simulator(g, cost), InputError);
 }
 
+// A parameter (no inputs, no work, only persistent bytes) is a tensor, not a call: the host issues
+// only its reader. An op without work that reads something is still a call and costs its issue.
+TEST(Eager, ParametersAreNotIssued) {
+  OpGraph g;
+  g.set_execution(Execution::kEager);
+  const OpId w = add(g, "w", 0.0, 0, 400);
+  const OpId a = add(g, "a", 5.0);
+  const OpId view = add(g, "view", 0.0);
+  g.add_edge(w, a);
+  g.add_edge(a, view);
+  const SimResult r = run(g, eager_machine(), {kGpu0, kGpu0, kGpu0});
+  // a is issued at 1 (its own dispatch only) and runs [1, 6]; view is issued at 2, runs at 6.
+  EXPECT_DOUBLE_EQ(op_event(r, a).start_s, 1.0);
+  EXPECT_DOUBLE_EQ(op_event(r, view).start_s, 6.0);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 6.0);
+  EXPECT_DOUBLE_EQ(r.host_busy_s, 2.0);
+  ASSERT_EQ(r.host_timeline.size(), 2u);
+  EXPECT_EQ(r.devices[kGpu0].persistent_bytes, 400);
+  // On another GPU the parameter is copied when a needs it: the copy's issue takes [0, 1], it
+  // runs [1, 3] (2 s of latency, no bytes); a is issued at 2 and starts when the copy is in.
+  const SimResult remote = run(g, eager_machine(), {kGpu1, kGpu0, kGpu0});
+  EXPECT_DOUBLE_EQ(op_event(remote, a).start_s, 3.0);
+}
+
 // Soft placement, persistent bytes, OOM and determinism are the shared rules.
 TEST(Eager, SharesPlacementMemoryAndDeterminismWithDataflow) {
   OpGraph g = random_dag(7, 12, 6);
