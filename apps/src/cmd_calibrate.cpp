@@ -29,6 +29,7 @@
 #include "placelab/profiler/verify.h"
 #include "placelab/sim/simulator.h"
 #include "placelab/profiler/gpu_backend.h"
+#include "torch_backend.h"
 
 namespace placelab::cli {
 namespace {
@@ -306,6 +307,8 @@ void run_calibrate(CalibrateArgs a) {
 
 struct VerifyArgs {
   std::string graph, model, machine, backend = "cpu";
+  std::string torch_model, torch_args;  // --backend torch: the model placelab.torch builds, and its flags
+  std::string cpu_machine;              // --backend torch without the GPUs: the machine whose CPU predicts the one-device step
   std::vector<std::string> placements;  // empty: single_cpu
   int steps = 11;
   int rounds = 1;
@@ -428,7 +431,72 @@ void print_verify_table(const VerifyArgs& a, const std::vector<VerifyReport>& re
   print_drift(drift);
 }
 
+// --backend torch: the placement as PyTorch runs it (placelab.torch.place), through `python3 -m
+// placelab.torch measure`. Where this host has the placement's GPUs, the measured step against the
+// prediction. Where it lacks them, each missing device runs on the CPU: then the check is numerical
+// (the placed step's loss and gradients against the unplaced model's) and the timing is the
+// one-device step — the whole model on the CPU against the simulator's prediction on the CPU of
+// --cpu-machine (default --machine): `python3 -m placelab.torch profile` writes one from a profile
+// of this model, with the graph's measured op times (docs/pytorch.md).
+void run_verify_torch(const VerifyArgs& a) {
+  if (a.graph.empty()) throw InputError("--backend torch: needs --graph, the graph placelab.torch.capture wrote");
+  if (a.placements.size() != 1) throw InputError("--backend torch: measures one placement (--placement)");
+  if (a.in_situ || a.rounds != 1 || a.by_type) throw InputError("--backend torch: --in-situ, --rounds and --by-type are cpu's");
+  GraphSource g = load_graph_source(a.graph, a.model);
+  auto ms = load_machine_source(a.machine);
+  const Placement p = resolve_placement(a.placements[0], g, *ms);
+  TorchModelSpec spec{.model = a.torch_model, .args = split_words(a.torch_args), .steps = a.steps};
+  const TorchRunner runner(g.graph, ms->machine, spec);
+  Simulator sim(g.graph, *ms->cost);
+  const TorchRun placed = runner.run(p, /*check=*/true);
+  const double numerics = std::max(placed.loss_rel_error.value_or(0), placed.max_grad_rel_error.value_or(0));
+  const bool same = numerics <= kTorchNumericsTolerance;
+  nlohmann::json j = {{"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", ms->cost->describe()},
+                      {"placement", a.placements[0]}, {"torch_devices", placed.devices}, {"mapped", placed.mapped},
+                      {"moves", placed.moves}, {"loss_rel_error", placed.loss_rel_error.value_or(0)},
+                      {"max_grad_rel_error", placed.max_grad_rel_error.value_or(0)},
+                      {"worst_parameter", placed.worst_parameter}, {"numerics_equal", same}};
+  // What is timed: the placement itself where it ran on its devices, else the one-device step.
+  const bool mapped = !placed.mapped.empty();
+  if (!a.cpu_machine.empty() && !mapped)
+    throw InputError("--cpu-machine: only where this host lacks the placement's GPUs (the placement itself ran here)");
+  std::unique_ptr<MachineSource> cpu_ms = a.cpu_machine.empty() ? nullptr : load_machine_source(a.cpu_machine);
+  const MachineSource& one = cpu_ms ? *cpu_ms : *ms;
+  std::optional<DeviceId> cpu = one.machine.default_cpu();
+  if (mapped && !cpu) throw InputError("--backend torch: " + one.machine.name + " has no CPU to predict the one-device step on");
+  const TorchRun timed = mapped ? runner.run_all_on("cpu") : placed;
+  const SimResult predicted = mapped ? Simulator(g.graph, *one.cost).simulate(Placement(g.graph.num_ops(), *cpu))
+                                     : sim.simulate(p);
+  if (mapped) j["cpu_machine"] = one.machine.name;
+  const double error = (predicted.step_time_s - timed.median_s) / timed.median_s;
+  j["timed"] = mapped ? "one-device step on the CPU (this host lacks the placement's devices)" : "the placement";
+  j["predicted_s"] = predicted.step_time_s;
+  j["measured_s"] = timed.median_s;
+  j["steps_s"] = timed.steps_s;
+  j["error"] = error;
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\nplacement  {}\n\n", g.label, g.graph.num_ops(),
+               ms->machine.name, ms->cost->describe(), a.placements[0]);
+    std::string devices;
+    for (const std::string& d : placed.devices) devices += (devices.empty() ? "" : ", ") + d;
+    fmt::print("ran on     {}{}; {} value(s) moved between devices per forward\n", devices,
+               mapped ? " (this host lacks the placement's GPUs: each ran on the CPU)" : "", placed.moves);
+    fmt::print("numerics   loss rel. error {:.1e}, largest gradient rel. error {:.1e} ({}): {}\n",
+               placed.loss_rel_error.value_or(0), placed.max_grad_rel_error.value_or(0), placed.worst_parameter,
+               same ? "the same training step as the unplaced model" : "NOT the unplaced model's step");
+    fmt::print("\n{}\npredicted  {}\nmeasured   {}  (median of {} steps after the first)\nerror      {:+.1f} %\n",
+               mapped ? fmt::format("the one-device step (the whole model on the CPU; predicted on {}'s {} [{}]):",
+                                    one.machine.name, one.machine.devices[*cpu].name, one.cost->describe())
+                      : std::string("the placement's step:"),
+               format_seconds(predicted.step_time_s), format_seconds(timed.median_s), timed.steps_s.size(), 100 * error);
+  }
+  if (!same) throw QuietExit{3};
+}
+
 void run_verify(VerifyArgs a) {
+  if (a.backend == "torch") return run_verify_torch(a);
   if (a.placements.empty()) a.placements.push_back("single_cpu");
   if (a.rounds < 1) throw InputError("--rounds " + std::to_string(a.rounds) + ": must be >= 1");
   GraphSource g = load_graph_source(a.graph, a.model);
@@ -480,7 +548,7 @@ void run_verify(VerifyArgs a) {
     throw InputError("--backend cuda: this placelab was built without CUDA");
 #endif
   } else {
-    throw InputError("--backend " + a.backend + ": must be cpu or cuda");
+    throw InputError("--backend " + a.backend + ": must be cpu, cuda or torch");
   }
   const CostModel& cost = in_situ_cost ? *in_situ_cost : *ms->cost;
   Simulator sim(g.graph, cost);
@@ -611,7 +679,17 @@ void add_calibrate_commands(CLI::App& app) {
                   "cpu: measure every placement this many times in interleaved rounds and take the median (a "
                   "slow spell of a shared machine then hits every placement alike)")
       ->capture_default_str();
-  ver->add_option("--backend", va->backend, "cpu (this machine) or cuda (a GPU node)")->capture_default_str();
+  ver->add_option("--backend", va->backend,
+                  "cpu (this machine's executor), cuda (a GPU node) or torch (the placed PyTorch model, "
+                  "placelab.torch; needs --torch-model)")
+      ->capture_default_str();
+  ver->add_option("--torch-model", va->torch_model,
+                  "torch: the model placelab.torch builds: torchvision:NAME or module:function (docs/pytorch.md)");
+  ver->add_option("--cpu-machine", va->cpu_machine,
+                  "torch, on a host without the placement's GPUs: the machine whose CPU predicts the one-device step "
+                  "(python3 -m placelab.torch profile --machine-out writes one; default --machine)");
+  ver->add_option("--torch-args", va->torch_args,
+                  "torch: the model's flags as capture took them, in one string: \"--batch 8 --image 224\"");
   ver->add_flag("--in-situ", va->in_situ,
                 "cpu: before each round, run the graph with all ops on each device (every device at once) and "
                 "predict with these in-step kernel times instead of the file's, so the machine's drift since "
@@ -622,7 +700,9 @@ void add_calibrate_commands(CLI::App& app) {
       "Examples:\n  placelab verify --model cifar10_cnn:batch=8 --machine hwmodels/calibrated/localhost.yaml \\\n"
       "                  --placement random:3 --steps 11\n"
       "  placelab verify --model cifar10_cnn:batch=8 --machine localhost.yaml --placement random:1 random:2 random:3 \\\n"
-      "                  --steps 6 --rounds 5      # interleaved; prints median |error| and Spearman");
+      "                  --steps 6 --rounds 5      # interleaved; prints median |error| and Spearman\n"
+      "  placelab verify --backend torch --graph r50.json --machine dgx1 --placement modules.json \\\n"
+      "                  --torch-model torchvision:resnet50 --torch-args \"--batch 8\"");
   ver->callback([va] { run_verify(*va); });
 }
 

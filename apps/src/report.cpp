@@ -22,6 +22,7 @@
 #include "placelab/graph/io.h"
 #include "placelab/learners/registry.h"
 #include "run.h"
+#include "torch_backend.h"
 
 namespace placelab::cli {
 namespace fs = std::filesystem;
@@ -106,14 +107,18 @@ void settings_section(std::ostream& md, json& s) {
      << ") |\n";
   // The groups the learners placed, from their runs: a METIS grouping can come back with fewer
   // groups than the scenario asked for, and differs between seeds.
+  // Runs since the module grouping say the scenario grouping's size per seed themselves.
   int64_t fewest_groups = 0, most_groups = 0;
-  for (const json& r : s["results"])
-    for (const json& run : r.value("runs", json::array()))
-      if (run.contains("groups")) {
-        const int64_t n = run["groups"].get<int64_t>();
-        fewest_groups = fewest_groups == 0 ? n : std::min(fewest_groups, n);
-        most_groups = std::max(most_groups, n);
-      }
+  const auto count = [&](int64_t n) {
+    fewest_groups = fewest_groups == 0 ? n : std::min(fewest_groups, n);
+    most_groups = std::max(most_groups, n);
+  };
+  if (const json sizes = s.value("grouping_groups", json::array()); !sizes.empty())
+    for (const json& n : sizes) count(n.get<int64_t>());
+  else
+    for (const json& r : s["results"])
+      for (const json& run : r.value("runs", json::array()))
+        if (run.contains("groups")) count(run["groups"].get<int64_t>());
   md << "| grouping | " << s["grouping"].get<std::string>();
   if (most_groups > 0)
     md << ", " << (fewest_groups == most_groups ? std::to_string(most_groups)
@@ -125,6 +130,35 @@ void settings_section(std::ostream& md, json& s) {
 }
 
 // Every baseline and learner against policy gradient, the lower bound and the paper's figures.
+// Under grouping "module" every placement above keeps each PyTorch module on one device, so it can
+// run; what the same searches and baselines give placing single ops, which PyTorch cannot run, is
+// said beside it: the cost of executability.
+void executability_note(std::ostream& md, json& s) {
+  std::string rows;
+  for (const json& r : s["results"]) {
+    if (r["kind"] != "baseline") continue;
+    double op_level = INFINITY, whole = INFINITY;
+    for (const json& run : r["runs"]) {
+      if (run.contains("op_level_step_time_s") && run["op_level_step_time_s"].is_number())
+        op_level = std::min(op_level, run["op_level_step_time_s"].get<double>());
+      if (run.contains("step_time_s") && !run.value("oom", false)) whole = std::min(whole, run["step_time_s"].get<double>());
+    }
+    if (std::isfinite(op_level))
+      rows += fmt::format("| {} | {:.4f} | {} |\n", r["name"].get<std::string>(), op_level,
+                          std::isfinite(whole) ? fmt::format("{:.4f}", whole) : std::string("OOM"));
+  }
+  bool op_level_learners = false;
+  for (const json& r : s["results"]) op_level_learners = op_level_learners || r["kind"] == "op-level";
+  if (rows.empty() && !op_level_learners) return;
+  md << "\nEvery placement above keeps each PyTorch module on one device (grouping `module`), so "
+        "`placelab.torch.place` can run it. Rows of kind `op-level` are the same learners placing single ops, "
+        "which PyTorch cannot run: the gap to them is what executability costs (docs/pytorch.md).\n";
+  if (!rows.empty())
+    md << "\nBaselines placing single ops, before they were projected onto modules (each on the device most of "
+          "its ops are on):\n\n| baseline | op-level s (cannot run) | projected onto modules s |\n|---|---|---|\n"
+       << rows;
+}
+
 void step_time_section(std::ostream& md, json& s) {
   // Policy gradient is the reference the papers measure reductions against: the first learner, in
   // registry order, marked as policy gradient that this run has results for (else that the paper
@@ -162,6 +196,7 @@ void step_time_section(std::ostream& md, json& s) {
     md << "| " << name << " | " << r["kind"].get<std::string>() << " | " << seconds_cell(r) << " | " << best << " | "
        << (bounded ? gap + " | " : "") << red << " | " << pap << " | " << pap_red << " | " << note_cell(r) << " |\n";
   }
+  executability_note(md, s);
   if (bounded) {
     const json& b = s["lower_bound"];
     md << "\nNo placement of this graph on this machine can take less than **"
@@ -237,7 +272,7 @@ void verification_section(std::ostream& md, json& s) {
 // status, or -1 when it could not start. Arguments go to the program as they are, never through a
 // shell, so any folder name works.
 int run_plot_script(const fs::path& script, const fs::path& dir, bool quiet) {
-  const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string python = python_interpreter();
   std::vector<std::string> args = {python, script.string(), dir.string()};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

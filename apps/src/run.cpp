@@ -10,8 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <numeric>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -34,6 +34,7 @@
 #include "placelab/sim/simulator.h"
 #include "placelab/sim/trace.h"
 #include "progress.h"
+#include "torch_backend.h"
 
 namespace placelab::cli {
 namespace fs = std::filesystem;
@@ -42,10 +43,11 @@ using nlohmann::json;
 namespace {
 
 Grouping make_scenario_grouping(const Scenario& s, const OpGraph& g, uint64_t seed) {
-  MetisGroupingOptions metis;
-  metis.num_groups = s.metis_groups;
-  metis.seed = static_cast<int>(seed % 1000000);
-  return make_grouping(g, s.grouping, metis);
+  GroupingOptions options;
+  options.num_groups = s.metis_groups;
+  options.seed = static_cast<int>(seed % 1000000);
+  options.module_depth = s.module_depth;
+  return make_grouping(g, s.grouping, options);
 }
 
 // The learned grouping of the best placement (hierarchical, eagle), ops and all: its non-empty
@@ -200,6 +202,10 @@ class OutputLock {
 }  // namespace
 
 std::unique_ptr<Environment> make_verify_environment(const Scenario& s, const OpGraph& g, const MachineSource& ms) {
+  if (s.verify.backend == "torch")
+    return make_torch_verify_environment(g, ms.machine, {.model = s.verify.torch_model,
+                                                         .args = split_words(s.verify.torch_args),
+                                                         .steps = s.verify.steps});
   if (s.verify.backend != "cpu") return nullptr;
   const Machine& machine = ms.machine;
   CpuExecutorOptions eo;
@@ -278,21 +284,26 @@ class ScenarioRunner {
 
  private:
   const Grouping& grouping_of(uint64_t seed);
+  // Whether every placement must keep each group on one device: grouping "module", whose groups
+  // are PyTorch modules, which PyTorch cannot split (docs/pytorch.md).
+  bool keeps_groups_whole() const { return s_.grouping == "module"; }
   void consider(double t, const std::string& name, uint64_t seed, const Placement& p, std::vector<uint32_t> learned = {});
   void run_baselines();
   // One learner's record for one seed: kept from an earlier run on --resume, or trained now;
   // nullopt when training was stopped.
-  std::optional<json> learner_record(const LearnerSpec& ls, uint64_t seed);
+  // `op_level`: the learner's twin that places single ops (grouping none), run beside a module
+  // grouping to show what executability costs.
+  std::optional<json> learner_record(const LearnerSpec& ls, uint64_t seed, bool op_level);
   // `tag` (<learner>-seed<N>) names the run in messages and in its files' names.
-  std::optional<json> train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& tag, const std::string& fingerprint,
-                                 const fs::path& checkpoint_path, const fs::path& run_file);
+  std::optional<json> train_seed(const LearnerSpec& ls, uint64_t seed, bool op_level, const std::string& tag,
+                                 const std::string& fingerprint, const fs::path& checkpoint_path, const fs::path& run_file);
   // The curve rows, verifications and best of a learner's record; its brief (no curve or
   // placement) goes to summary.json's runs.
   void gather(const LearnerSpec& ls, uint64_t seed, const json& r, json& runs);
   void aggregate_over_seeds();
   json summary() const;
 
-  const Scenario& s_;
+  Scenario s_;  // a copy: its grouping is decided once the graph is read (default_grouping)
   const RunOptions& opt_;
   const std::vector<uint64_t> seeds_;
   const fs::path out_;
@@ -318,6 +329,7 @@ class ScenarioRunner {
   } best_;
   // The baselines that fit, per seed: starts for search learners (LearnerContext::best_baseline).
   std::map<uint64_t, std::vector<Placement>> baseline_placements_;
+  std::map<uint64_t, std::vector<Placement>> op_level_baselines_;  // the same before projection (op-level twins' starts)
   // The scenario's grouping of each seed, made once: baselines that place groups (exact) and every
   // learner of that seed use it.
   std::map<uint64_t, Grouping> groupings_;
@@ -334,6 +346,9 @@ ScenarioRunner::ScenarioRunner(const Scenario& s, const RunOptions& opt, std::ve
       ms_(load_machine_source(s.machine)),
       sim_(src_.graph, *ms_->cost) {
   const Machine& machine = ms_->machine;
+  if (s_.grouping.empty()) s_.grouping = default_grouping(src_.graph);
+  if (s_.module_depth != 0 && s_.grouping != "module")
+    throw InputError(s.file.string() + ": module_depth: only with `grouping: module` (the graph names no module)");
   sample_env_ = opt.sample_environment ? opt.sample_environment(sim_) : std::make_unique<SimEnvironment>(sim_, 1);
   verify_env_ = opt.verify_environment ? opt.verify_environment() : make_verify_environment(s, src_.graph, *ms_);
   for (std::size_t d = 0; d < machine.num_devices(); ++d)
@@ -362,26 +377,62 @@ bool ScenarioRunner::run() {
   for (const LearnerSpec& ls : s_.learners) {
     json runs = json::array();
     for (uint64_t seed : seeds_) {
-      const std::optional<json> r = learner_record(ls, seed);
+      const std::optional<json> r = learner_record(ls, seed, false);
       if (!r) return false;
       gather(ls, seed, *r, runs);
     }
     results_.push_back({{"name", ls.config.name}, {"kind", "learner"}, {"runs", runs}});
   }
+  // What each learner finds placing single ops, which PyTorch cannot run: the cost of executability
+  // (reported, never the best placement).
+  if (keeps_groups_whole() && s_.op_level)
+    for (const LearnerSpec& ls : s_.learners) {
+      json runs = json::array();
+      for (uint64_t seed : seeds_) {
+        std::optional<json> r = learner_record(ls, seed, true);
+        if (!r) return false;
+        r->erase("curve");
+        r->erase("best_placement");
+        r->erase("best_grouping");
+        r->erase("verifications");
+        runs.push_back(*r);
+      }
+      results_.push_back({{"name", ls.config.name + " (op-level)"}, {"kind", "op-level"}, {"runs", runs}});
+    }
   return true;
 }
 
-// Baselines: simulated once per seed (the randomised ones differ by seed).
+// Baselines: simulated once per seed (the randomised ones differ by seed). Under a grouping whose
+// groups must stay whole (PyTorch modules) each is projected onto the groups — each on the device
+// most of its ops are on — so that what it reports can run; its op-level step is kept beside it.
 void ScenarioRunner::run_baselines() {
   const Machine& machine = ms_->machine;
+  std::vector<DeviceId> all_devices(machine.num_devices());
+  std::iota(all_devices.begin(), all_devices.end(), DeviceId{0});
   for (const std::string& b : s_.baselines) {
     json runs = json::array();
     for (uint64_t seed : seeds_) {
       json r = {{"seed", seed}};
       try {
         std::string note;
-        Placement p = resolve_placement(b, src_, *ms_, seed, &grouping_of(seed), &note);
+        const Grouping& grouping = grouping_of(seed);
+        Placement p = resolve_placement(b, src_, *ms_, seed, &grouping, &note);
         if (!note.empty()) r["note"] = note;
+        bool projected = false;
+        if (keeps_groups_whole()) {
+          Placement whole = grouping.expand(grouping.majority(p, all_devices));
+          // CPU-only ops stay where the baseline put them: the simulator keeps them on a CPU anyway,
+          // and placelab.torch.place runs the input pipeline on the host whatever the model's device.
+          for (OpId op = 0; op < src_.graph.num_ops(); ++op)
+            if (src_.graph.op(op).cpu_only) whole[op] = p[op];
+          if (whole != p) {
+            const SimResult op_level = sim_.simulate(p);
+            r["op_level_step_time_s"] = op_level.oom ? json(nullptr) : json(op_level.step_time_s);
+            if (!op_level.oom) op_level_baselines_[seed].push_back(p);
+            p = std::move(whole);
+            projected = true;
+          }
+        }
         SimResult res = sim_.simulate(p);
         r["step_time_s"] = res.step_time_s;
         r["oom"] = res.oom;
@@ -390,6 +441,7 @@ void ScenarioRunner::run_baselines() {
           r["oom_excess_bytes"] = res.oom_excess_bytes;
         } else {
           consider(res.step_time_s, b, seed, p);
+          if (!projected) op_level_baselines_[seed].push_back(p);
           baseline_placements_[seed].push_back(p);
         }
       } catch (const InputError& e) {
@@ -401,10 +453,10 @@ void ScenarioRunner::run_baselines() {
   }
 }
 
-std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64_t seed) {
-  const std::string tag = fmt::format("{}-seed{}", ls.config.name, seed);
+std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64_t seed, bool op_level) {
+  const std::string tag = fmt::format("{}{}-seed{}", ls.config.name, op_level ? "-oplevel" : "", seed);
   const fs::path run_file = out_ / "runs" / (tag + ".json");
-  const std::string fingerprint = run_fingerprint(scenario_print_, ls, seed);
+  const std::string fingerprint = run_fingerprint(scenario_print_ + (op_level ? "|op-level" : ""), ls, seed);
   // The checkpoint's name carries the run's fingerprint: one left by another scenario, or by
   // this one before an edit, is not resumed from but removed, with a message.
   const fs::path checkpoint_path = out_ / "runs" / (tag + "." + fingerprint + ".checkpoint.json");
@@ -425,15 +477,26 @@ std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64
     // Said whether or not progress is shown: a result is being recomputed.
     fmt::print(stderr, "{}: not a usable run record ({}): running {} again\n", run_file.string(), why, tag);
   }
-  return train_seed(ls, seed, tag, fingerprint, checkpoint_path, run_file);
+  return train_seed(ls, seed, op_level, tag, fingerprint, checkpoint_path, run_file);
 }
 
-std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t seed, const std::string& tag,
-                                               const std::string& fingerprint, const fs::path& checkpoint_path,
-                                               const fs::path& run_file) {
+std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t seed, bool op_level,
+                                               const std::string& tag, const std::string& fingerprint,
+                                               const fs::path& checkpoint_path, const fs::path& run_file) {
   const OpGraph& g = src_.graph;
-  const Grouping& grouping = grouping_of(seed);
+  const Grouping per_op = op_level ? Grouping::identity(g.num_ops()) : Grouping();
+  const Grouping& grouping = op_level ? per_op : grouping_of(seed);
   const LearnerEntry* entry = find_learner(ls.config.name);
+  // A learner that places ops keeps the groups whole where they must be (PyTorch modules).
+  LearnerConfig config = ls.config;
+  if (entry && entry->places_ops && keeps_groups_whole() && !op_level)
+    for (const auto& [key, value] : entry->whole_groups) {
+      auto [it, added] = config.values.emplace(key, value);
+      if (!added && it->second != value)
+        throw InputError(s_.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + "." + key +
+                         " = " + option_value_text(it->second) + ": would split modules, which PyTorch cannot run "
+                         "(grouping: " + s_.grouping + "); use grouping: none for the op-level search");
+    }
   // What the learner places: the scenario's groups, or single ops for a learner that refines
   // them (critpath: the groups are moves it makes whole, beside moves of single ops).
   const Grouping trained = entry && entry->places_ops ? Grouping::identity(g.num_ops()) : grouping;
@@ -448,7 +511,7 @@ std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t s
     // groups it places (each group on the device most of its ops are on) — an op-level list
     // schedule can lose much of its speed in that projection.
     double best_start = INFINITY;
-    for (const Placement& p : baseline_placements_[seed]) {
+    for (const Placement& p : (op_level ? op_level_baselines_ : baseline_placements_)[seed]) {
       Placement start = trained.majority(p, space_.devices);
       const SimResult res = sim_.simulate(trained.expand(start));
       if (!res.oom && res.step_time_s < best_start) {
@@ -459,14 +522,14 @@ std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t s
     context.graph = &g;
     context.simulator = &sim_;
     context.grouping = &grouping;
-    learner = make_learner(ls.config, context);
+    learner = make_learner(config, context);
   } catch (const InputError& e) {
     throw InputError(s_.file.string() + ":" + std::to_string(ls.line) + ": learners." + ls.config.name + ": " + e.what());
   }
   TrainerOptions to;
   to.sample_budget = s_.samples;
   to.batch_size = s_.batch;
-  to.verify_every = verify_env_ ? s_.verify.every : 0;
+  to.verify_every = verify_env_ && !op_level ? s_.verify.every : 0;
   to.checkpoint_every = s_.checkpoint_every;
   to.checkpoint_path = checkpoint_path;
   to.resume = resume_;
@@ -551,6 +614,10 @@ json ScenarioRunner::summary() const {
   summary["ops"] = src_.graph.num_ops();
   if (src_.parameters) summary["parameters"] = *src_.parameters;
   summary["grouping"] = s_.grouping;
+  // The scenario grouping's size per seed (a learner that places ops reports the ops as its groups).
+  json sizes = json::array();
+  for (const auto& [seed, grouping] : groupings_) sizes.push_back(grouping.num_groups());
+  summary["grouping_groups"] = sizes;
   summary["machine"] = machine.name;
   summary["cost_model"] = ms_->cost->describe();
   summary["devices"] = s_.devices;

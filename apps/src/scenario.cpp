@@ -189,7 +189,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
   s.name = path.stem().string();
   bool have_model = false;
   r.for_each_entry(root, "",
-                   {"name", "description", "model", "graph", "machine", "devices", "grouping", "groups", "samples",
+                   {"name", "description", "model", "graph", "machine", "devices", "grouping", "groups", "module_depth", "op_level", "samples",
                     "batch", "seeds", "learners", "baselines", "verify", "checkpoint_every", "output", "paper"},
                    [&](const std::string& key, const YAML::Node& v) {
                      if (key == "name") {
@@ -214,6 +214,12 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      else if (key == "grouping")
                        s.grouping = r.choice(key, v, grouping_names());
                      else if (key == "groups") s.metis_groups = static_cast<int>(r.positive(key, v));
+                     else if (key == "op_level") s.op_level = r.scalar<bool>(key, v, "true or false");
+                     else if (key == "module_depth") {
+                       const int64_t depth = r.non_negative(key, v);
+                       if (depth > 64) r.fail(v, r.where(key, v) + ": must be at most 64");
+                       s.module_depth = static_cast<int>(depth);
+                     }
                      else if (key == "samples") s.samples = r.at_most(key, v, kMaxSamples);
                      else if (key == "batch") s.batch = r.at_most(key, v, kMaxBatch);
                      else if (key == "seeds") {
@@ -256,8 +262,10 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      } else if (key == "verify") {
                        bool rounds_set = false;
                        s.verify.line = v.Mark().line + 1;
-                       r.for_each_entry(v, "verify", {"backend", "every", "steps", "in_situ", "rounds"}, [&](const std::string& k, const YAML::Node& x) {
-                         if (k == "backend") s.verify.backend = r.choice("verify.backend", x, {"cpu", "none"});
+                       r.for_each_entry(v, "verify", {"backend", "every", "steps", "in_situ", "rounds", "model", "args"}, [&](const std::string& k, const YAML::Node& x) {
+                         if (k == "backend") s.verify.backend = r.choice("verify.backend", x, {"cpu", "torch", "none"});
+                         else if (k == "model") s.verify.torch_model = r.string("verify.model", x);
+                         else if (k == "args") s.verify.torch_args = r.string("verify.args", x);
                          else if (k == "every") s.verify.every = r.positive("verify.every", x);
                          else if (k == "in_situ") s.verify.in_situ = r.scalar<bool>("verify.in_situ", x, "true or false");
                          else if (k == "rounds") {
@@ -274,6 +282,11 @@ Scenario read_scenario(const std::filesystem::path& path) {
                        if (rounds_set && !s.verify.in_situ) r.fail(v, "verify.rounds: only with `in_situ: true`");
                        if (s.verify.backend == "none") s.verify.backend.clear();
                        if (!s.verify.backend.empty() && s.verify.every == 0) r.fail(v, "verify: needs `every: N` (samples)");
+                       if (s.verify.backend == "torch" && s.verify.torch_model.empty())
+                         r.fail(v, "verify: backend torch needs `model:`, the model placelab.torch builds (torchvision:NAME or module:function)");
+                       if (s.verify.backend != "torch" && !(s.verify.torch_model.empty() && s.verify.torch_args.empty()))
+                         r.fail(v, "verify.model, verify.args: only with `backend: torch`");
+                       if (s.verify.backend == "torch" && s.verify.in_situ) r.fail(v, "verify.in_situ: only with `backend: cpu`");
                      } else if (key == "checkpoint_every") s.checkpoint_every = r.non_negative(key, v);
                      else if (key == "output") s.output = r.string(key, v);
                      else if (key == "paper") {
@@ -312,6 +325,8 @@ Scenario read_scenario(const std::filesystem::path& path) {
     throw InputError(path.string() + ": give one of `model` and `graph`, not both");
   if (s.learners.empty() && s.baselines.empty())
     throw InputError(path.string() + ": the scenario lists no learners and no baselines: nothing to run");
+  if (s.module_depth != 0 && !s.grouping.empty() && s.grouping != "module")
+    throw InputError(path.string() + ": module_depth: only with `grouping: module` (the grouping is " + s.grouping + ")");
   if (s.output.empty()) s.output = std::filesystem::path("results") / s.name;
   return s;
 }
@@ -355,9 +370,11 @@ std::string scenario_fingerprint(const Scenario& s) {
   j["devices"] = s.devices;
   j["grouping"] = s.grouping;
   j["groups"] = s.metis_groups;
+  if (s.module_depth != 0) j["module_depth"] = s.module_depth;
   j["samples"] = s.samples;
   j["batch"] = s.batch;
   j["verify"] = {s.verify.backend, s.verify.every, s.verify.steps, s.verify.in_situ, s.verify.rounds};
+  if (s.verify.backend == "torch") j["verify_torch"] = {s.verify.torch_model, s.verify.torch_args};
   return fnv1a_hex(j.dump());
 }
 

@@ -29,7 +29,10 @@ struct LearnerSpec {
 };
 
 struct VerifySpec {
-  std::string backend;  // "" (off) or "cpu"
+  std::string backend;  // "" (off), "cpu" or "torch"
+  // torch: the model placelab.torch builds (`model:`, a spec such as torchvision:resnet50) and its
+  // flags (`args:`, "--batch 8"), as `python3 -m placelab.torch capture` took them.
+  std::string torch_model, torch_args;
   int64_t every = 0;    // measure the current best every N samples
   int steps = 5;        // executor steps per measurement (the first is warm-up)
   // Re-time the graph's kernels in situ around each measurement and report the simulator's
@@ -53,8 +56,14 @@ struct Scenario {
   std::filesystem::path graph;      // graph JSON file, or empty when `model` is set
   std::string machine = "k80x4";    // preset, machine YAML or calibrated machine file
   std::string devices = "all";      // which devices learners may use: all | gpus
-  std::string grouping = "colocation";  // one of grouping_names() (learners/grouping.h)
+  // One of grouping_names() (learners/grouping.h); empty: default_grouping(graph), decided when the
+  // graph is loaded ("module" for a PyTorch graph, else "colocation").
+  std::string grouping;
   int metis_groups = 256;
+  int module_depth = 0;             // grouping "module": path names kept (0: whole paths)
+  // grouping "module": also run each learner placing single ops (which PyTorch cannot run) and
+  // report its best beside the executable one.
+  bool op_level = true;
   int64_t samples = 2400;           // per learner and seed
   int64_t batch = 12;               // placements per evaluation batch
   std::vector<uint64_t> seeds{1};

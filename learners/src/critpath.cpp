@@ -431,6 +431,7 @@ LearnerEntry detail::critpath_learner_entry() {
           .needs_problem = false,
           .needs_simulator = true,
           .places_ops = true,
+          .whole_groups = {{"op_moves", false}},
           .validate = [](const OptionValues& v) { critpath_options().build(v); },
           .make = [](const OptionValues& v, const LearnerContext& c) -> std::unique_ptr<Learner> {
             return std::make_unique<CritpathLearner>(c.space, critpath_options().build(v), c.seed, *c.graph,

@@ -337,16 +337,28 @@ Grouping group_by_layer(const OpGraph& graph) {
   return Grouping(uf.labels());
 }
 
-Grouping group_by_module(const OpGraph& graph) {
+Grouping group_by_module(const OpGraph& graph, int depth) {
+  if (depth < 0) throw InputError("module_depth = " + std::to_string(depth) + ": must be >= 0 (0: whole paths)");
   std::vector<std::string> keys(graph.num_ops());
   bool any = false;
   for (OpId op = 0; op < graph.num_ops(); ++op) {
-    const std::string& module = graph.op(op).module;
+    std::string_view module = graph.op(op).module;
     any = any || !module.empty();
+    if (depth > 0) {
+      // The first `depth` names of the path: "layer1.0.conv1" at depth 2 is "layer1.0".
+      std::size_t end = std::string_view::npos;
+      for (int level = 0; level < depth; ++level) {
+        end = module.find('.', level == 0 ? 0 : end + 1);
+        if (end == std::string_view::npos) break;
+      }
+      if (end != std::string_view::npos) module = module.substr(0, end);
+    }
     // The model's own ops (module "": its functional ops outside every submodule, the loss, the
     // input) are one group too, as PyTorch runs them on the model's device; "/" is in no module
     // path (named_modules joins names with '.'), so the key cannot meet a real one.
-    keys[op] = module.empty() ? "/" : "m" + module;
+    std::string key(1, module.empty() ? '/' : 'm');
+    key.append(module);
+    keys[op] = std::move(key);
   }
   if (!any)
     throw InputError("grouping = \"module\": the graph names no PyTorch module (Op::module); capture it with "
@@ -357,17 +369,18 @@ Grouping group_by_module(const OpGraph& graph) {
   return Grouping(uf.labels());
 }
 
-void MetisGroupingOptions::validate() const {
+void GroupingOptions::validate() const {
   if (num_groups < 1)
     throw InputError("metis.num_groups = " + std::to_string(num_groups) + ": must be >= 1");
   if (!(imbalance > 1.0) || imbalance > 10.0)
     throw InputError("metis.imbalance = " + std::to_string(imbalance) + ": must be in (1, 10]");
+  if (module_depth < 0) throw InputError("module_depth = " + std::to_string(module_depth) + ": must be >= 0 (0: whole paths)");
 }
 
 namespace {
 // Colocation groups contracted, weighted by FLOPs and bytes, partitioned by `partition`.
 template <typename Partition>
-Grouping group_by_partition(const OpGraph& graph, const MetisGroupingOptions& options, Partition&& partition) {
+Grouping group_by_partition(const OpGraph& graph, const GroupingOptions& options, Partition&& partition) {
   options.validate();
   const Grouping units = group_by_colocation(graph);
   const detail::WeightedGraph wg =
@@ -379,11 +392,11 @@ Grouping group_by_partition(const OpGraph& graph, const MetisGroupingOptions& op
 }
 }  // namespace
 
-Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options) {
+Grouping group_by_metis(const OpGraph& graph, const GroupingOptions& options) {
   return group_by_partition(graph, options, detail::metis_partition);
 }
 
-Grouping group_by_scotch(const OpGraph& graph, const MetisGroupingOptions& options) {
+Grouping group_by_scotch(const OpGraph& graph, const GroupingOptions& options) {
   return group_by_partition(graph, options, detail::scotch_partition);
 }
 
@@ -399,22 +412,28 @@ Grouping group_per_op(const OpGraph& graph) {
 // dispatch and grouping_names().
 struct NamedGrouper {
   std::string_view name;
-  Grouping (*make)(const OpGraph&, const MetisGroupingOptions&);
+  Grouping (*make)(const OpGraph&, const GroupingOptions&);
 };
 constexpr NamedGrouper kGroupers[] = {
-    {"colocation", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_colocation(g); }},
-    {"single_consumer", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_single_consumer(g); }},
-    {"name_prefix", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_name_prefix(g, 2); }},
-    {"layer", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_layer(g); }},
-    {"model_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, true); }},
-    {"scope_units", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_model_units(g, false); }},
-    {"metis", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_metis(g, o); }},
-    {"scotch", [](const OpGraph& g, const MetisGroupingOptions& o) { return group_by_scotch(g, o); }},
-    {"module", [](const OpGraph& g, const MetisGroupingOptions&) { return group_by_module(g); }},
-    {"none", [](const OpGraph& g, const MetisGroupingOptions&) { return group_per_op(g); }},
+    {"colocation", [](const OpGraph& g, const GroupingOptions&) { return group_by_colocation(g); }},
+    {"single_consumer", [](const OpGraph& g, const GroupingOptions&) { return group_by_single_consumer(g); }},
+    {"name_prefix", [](const OpGraph& g, const GroupingOptions&) { return group_by_name_prefix(g, 2); }},
+    {"layer", [](const OpGraph& g, const GroupingOptions&) { return group_by_layer(g); }},
+    {"model_units", [](const OpGraph& g, const GroupingOptions&) { return group_by_model_units(g, true); }},
+    {"scope_units", [](const OpGraph& g, const GroupingOptions&) { return group_by_model_units(g, false); }},
+    {"metis", [](const OpGraph& g, const GroupingOptions& o) { return group_by_metis(g, o); }},
+    {"scotch", [](const OpGraph& g, const GroupingOptions& o) { return group_by_scotch(g, o); }},
+    {"module", [](const OpGraph& g, const GroupingOptions& o) { return group_by_module(g, o.module_depth); }},
+    {"none", [](const OpGraph& g, const GroupingOptions&) { return group_per_op(g); }},
 };
 
 }  // namespace
+
+std::string default_grouping(const OpGraph& graph) {
+  for (OpId op = 0; op < graph.num_ops(); ++op)
+    if (!graph.op(op).module.empty()) return "module";
+  return "colocation";
+}
 
 std::span<const std::string_view> grouping_names() {
   static const std::vector<std::string_view> kNames = [] {
@@ -425,9 +444,9 @@ std::span<const std::string_view> grouping_names() {
   return kNames;
 }
 
-Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis) {
+Grouping make_grouping(const OpGraph& graph, const std::string& name, const GroupingOptions& options) {
   for (const NamedGrouper& g : kGroupers)
-    if (g.name == name) return g.make(graph, metis);
+    if (g.name == name) return g.make(graph, options);
   std::string list;
   for (std::string_view n : grouping_names()) list += (list.empty() ? "" : ", ") + std::string(n);
   throw InputError("grouping = \"" + name + "\": must be one of " + list);

@@ -8,8 +8,10 @@
                    target=torch.randint(0, 1000, (8,)), optimizer="sgd")
     g.save("r50.json")      # placelab graph JSON, version 3: placelab simulate --graph r50.json ...
 
-or, for torchvision's classifiers, ``python3 -m placelab.torch capture --model torchvision:resnet50
---batch 8 --image 224 --optimizer sgd -o r50.json``.
+or ``python3 -m placelab.torch capture --model torchvision:resnet50 --batch 8 --image 224 --optimizer sgd
+-o r50.json`` (``--model my_models.py:make``: a factory returning the model, inputs, loss and target).
+``measure`` and ``profile`` (``_torch_measure.py``) run real training steps of the same specs: the
+model placed by a module map, and every captured op timed on this CPU.
 
 How (docs/python.md, "Capturing a PyTorch training step", has the figures): one training step --
 ``loss(model(*inputs), target).backward()``, then ``optimizer.step()`` -- runs on a copy of the
@@ -50,6 +52,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import importlib
+import importlib.util
 import itertools
 import json
 import os
@@ -122,23 +126,8 @@ class CapturedGraph:
         return "\n".join(lines) + "\n"
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes ``to_json()`` to ``path`` atomically: a temporary file in the same folder, then
-        ``os.replace``, so a reader never sees half a file."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-        try:
-            # mkstemp makes the file private (0600); the graph gets the mode any new file gets.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        """Writes ``to_json()`` to ``path`` atomically (``_write_text_atomically``)."""
+        _write_text_atomically(path, self.to_json())
 
     def to_graph(self):
         """The graph as a ``placelab.Graph`` (read back through the C++ reader, which validates
@@ -152,6 +141,26 @@ class CapturedGraph:
 
     def __repr__(self) -> str:
         return f"CapturedGraph({self.name!r}, {self.num_ops} ops, {self.num_edges} edges, {self.parameters} parameters)"
+
+
+def _write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``,
+    so a reader never sees half a file; the file gets the mode any new file gets (the umask's), not
+    the temporary file's private 0600. OSError (no such folder, no permission) propagates."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=folder)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def capture(model: torch.nn.Module, example_inputs, loss: Callable, target=None, optimizer="sgd", *,
@@ -413,7 +422,7 @@ class _Recorder(TorchDispatchMode):
                 if value.grad_fn is None:
                     raise InputError("capture: the loss does not depend on any parameter that requires grad")
                 self._tag_graph([value.grad_fn], self._where())
-                self._hook_nodes(value.grad_fn)
+                handles.extend(self._hook_nodes(value.grad_fn))
                 self.phase = "backward"
                 value.backward()
                 self._assign_segment(self.last_tag, "")
@@ -421,7 +430,13 @@ class _Recorder(TorchDispatchMode):
             for h in handles:
                 h.remove()
 
-    def _hook_nodes(self, root) -> None:
+    def _hook_nodes(self, root) -> list:
+        """Hooks every node reachable from ``root``; returns the handles, which run_step removes
+        after the backward. Left in place, each hook (which holds its node) keeps the node alive,
+        and a parameter's AccumulateGrad, found again by the next forward, collects one more hook
+        per step: a model stepped again after the capture (``profile`` does) ran its plain steps
+        of a small ResNet-18 six times slower (200 ms, not 33)."""
+        handles = []
         seen = set()
         todo = [root]
         while todo:
@@ -429,8 +444,10 @@ class _Recorder(TorchDispatchMode):
             if node is None or node in seen:
                 continue
             seen.add(node)
-            node.register_hook(lambda grad_inputs, grad_outputs, node=node: self._node_done(node, grad_inputs))
+            handles.append(node.register_hook(
+                lambda grad_inputs, grad_outputs, node=node: self._node_done(node, grad_inputs)))
             todo.extend(n for n, _ in node.next_functions)
+        return handles
 
     def _tag_of(self, node) -> tuple[str, int]:
         if hasattr(node, "variable"):  # AccumulateGrad: the parameter's owner
@@ -953,8 +970,9 @@ class _Namer:
         return name
 
 
-def _lower(rec: _Recorder) -> tuple[list[dict], list[dict]]:
-    """The graph's ops and edges from the records, in program order."""
+def _lower(rec: _Recorder, origins: list[int] | None = None) -> tuple[list[dict], list[dict]]:
+    """The graph's ops and edges from the records, in program order; ``origins``, when given, gets
+    the index of the record each op came from (a convolution's backward is up to three ops)."""
     ops: list[dict] = []
     edges: list[dict] = []
     made: dict[tuple[int, int], int] = {}  # (record, output) -> op index
@@ -963,6 +981,8 @@ def _lower(rec: _Recorder) -> tuple[list[dict], list[dict]]:
         for op, part in _ops_of(r, name):
             op_index = len(ops)
             ops.append(op)
+            if origins is not None:
+                origins.append(index)
             for j in (part.outs if part is not None and part.outs is not None else range(len(r.outs))):
                 made[(index, j)] = op_index
             ins = r.ins if part is None or part.ins is None else [r.ins[i] for i in part.ins]
@@ -1036,7 +1056,27 @@ def _edges_into(dst: int, ins, made, ops) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line: python3 -m placelab.torch capture --model torchvision:resnet50 ...
+# Command line: python3 -m placelab.torch capture | measure | profile --model SPEC ...
+#
+# Every subcommand takes the same model spec: ``torchvision:NAME`` (a classifier on random images,
+# sized by --batch, --image, --classes) or a factory, ``package.module:function`` or
+# ``path/to/file.py:function``, called with no arguments, returning the step's pieces as a dict.
+
+
+@dataclass
+class _ModelSpec:
+    """One training step's pieces, as a --model spec gives them."""
+
+    model: torch.nn.Module
+    example_inputs: tuple
+    loss: Callable
+    target: Any
+    optimizer: str      # a key of _OPTIMIZERS
+    name: str | None    # the graph's name (None: the model's class name, as capture() names it)
+
+
+_FACTORY_KEYS = ("model", "example_inputs", "loss", "target")
+_SPEC_FORMS = "torchvision:NAME, package.module:function or path/to/file.py:function"
 
 
 def _torchvision_model(spec: str, classes: int) -> torch.nn.Module:
@@ -1066,39 +1106,206 @@ def _classifier_loss(output, target):
     return F.cross_entropy(getattr(output, "logits", output), target)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python3 -m placelab.torch capture ...``: captures a torchvision classifier's training step
-    on random inputs and writes the graph; returns the exit status (2 on bad input)."""
+def _load_model_spec(spec: str, *, batch: int | None = None, image: int | None = None,
+                     classes: int | None = None, optimizer: str | None = None) -> _ModelSpec:
+    """The model, inputs, loss, target and optimizer that ``--model spec`` names.
+
+    ``torchvision:NAME``: the classifier with random inputs of ``batch`` (default 32) images of
+    ``image`` pixels a side (default 299 for inception_v3, else 224), ``classes`` (default 1000),
+    cross entropy (``_classifier_loss``). ``module:function``, ``file.py:function``: see
+    ``_factory_spec``. ``optimizer`` (an _OPTIMIZERS name) overrides the factory's; default sgd.
+    Raises InputError naming the spec and what was expected.
+    """
+    if optimizer is not None and optimizer not in _OPTIMIZERS:
+        raise InputError(f"--optimizer {optimizer}: must be one of {', '.join(_OPTIMIZERS)}")
+    if spec.startswith("torchvision:"):
+        batch, classes = (32 if batch is None else batch), (1000 if classes is None else classes)
+        for flag, value in (("--batch", batch), ("--classes", classes), ("--image", image)):
+            if value is not None and value < 1:
+                raise InputError(f"{flag} = {value}: must be >= 1")
+        model = _torchvision_model(spec, classes)
+        model.train()
+        side = image or (299 if spec.endswith("inception_v3") else 224)
+        inputs = (torch.randn(batch, 3, side, side),)
+        target = torch.randint(0, classes, (batch,))
+        name = f"{spec.partition(':')[2]}:batch={batch},image={side}"
+        return _ModelSpec(model, inputs, _classifier_loss, target, optimizer or "sgd", name)
+    for flag, value in (("--batch", batch), ("--image", image), ("--classes", classes)):
+        if value is not None:
+            raise InputError(f"{flag} = {value}: only for --model torchvision:NAME; the factory of "
+                             f"--model {spec} makes its own inputs")
+    made = _factory_spec(spec)
+    if optimizer is not None:
+        made.optimizer = optimizer
+    return made
+
+
+def _factory_spec(spec: str) -> _ModelSpec:
+    """``package.module:function`` (imported as ``import package.module`` would: the current
+    folder is on ``sys.path`` under ``python3 -m``) or ``path/to/file.py:function`` (run as a module
+    of its own, its folder put first on ``sys.path`` as ``python3 path/to/file.py`` would, so it can
+    import its neighbours); ``function`` may be dotted (``Models.tiny``). The function is called with
+    no arguments and returns {"model": nn.Module, "example_inputs": tuple (or one tensor),
+    "loss": callable(output, target) (callable(output) when target is None), "target": ...,
+    "optimizer": an _OPTIMIZERS name (optional, default "sgd")}."""
+    source, colon, attr = spec.rpartition(":")
+    if not colon or not source or not attr:
+        raise InputError(f"--model {spec}: must be {_SPEC_FORMS}")
+    module = _import_source(spec, source)
+    factory: Any = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise InputError(f"--model {spec}: {source} has no attribute {attr!r}")
+    if not callable(factory):
+        raise InputError(f"--model {spec}: {attr} is a {type(factory).__name__}: must be a function that "
+                         f"returns a dict with keys {', '.join(_FACTORY_KEYS)} (and optionally optimizer)")
+    try:
+        made = factory()
+    except Exception as e:  # noqa: BLE001 - the user's code: its failure is bad input, the cause kept
+        raise InputError(f"--model {spec}: {attr}() failed: {type(e).__name__}: {e}") from e
+    return _check_factory_result(spec, made)
+
+
+def _import_source(spec: str, source: str):
+    if not source.endswith(".py"):
+        try:
+            return importlib.import_module(source)
+        except ImportError as e:
+            raise InputError(f"--model {spec}: cannot import {source}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - an error in the user's module
+            raise InputError(f"--model {spec}: importing {source} failed: {type(e).__name__}: {e}") from e
+    path = os.path.abspath(source)
+    if not os.path.isfile(path):
+        raise InputError(f"--model {spec}: {source}: no such file")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = "_placelab_model_" + "".join(c if c.isalnum() else "_" for c in stem)
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up there
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - an error in the user's file
+        del sys.modules[name]
+        raise InputError(f"--model {spec}: running {source} failed: {type(e).__name__}: {e}") from e
+    return module
+
+
+def _check_factory_result(spec: str, made) -> _ModelSpec:
+    expected = f"a dict with keys {', '.join(_FACTORY_KEYS)} (and optionally optimizer)"
+    if not isinstance(made, dict):
+        raise InputError(f"--model {spec}: the factory returned a {type(made).__name__}: must return {expected}")
+    missing = [k for k in _FACTORY_KEYS if k not in made]
+    if missing:
+        raise InputError(f"--model {spec}: the factory's dict lacks {', '.join(missing)}: must be {expected}")
+    unknown = sorted(set(made) - set(_FACTORY_KEYS) - {"optimizer"}, key=str)
+    if unknown:
+        raise InputError(f"--model {spec}: the factory's dict has unknown key {unknown[0]!r}: must be {expected}")
+    model, inputs, loss = made["model"], made["example_inputs"], made["loss"]
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"--model {spec}: model is a {type(model).__name__}: must be a torch.nn.Module")
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if not isinstance(inputs, (tuple, list)):
+        raise InputError(f"--model {spec}: example_inputs is a {type(inputs).__name__}: must be a tuple of the "
+                         f"model's positional arguments")
+    if not callable(loss):
+        raise InputError(f"--model {spec}: loss is a {type(loss).__name__}: must be callable as loss(output, target)")
+    optimizer = made.get("optimizer", "sgd")
+    if optimizer not in _OPTIMIZERS:
+        raise InputError(f"--model {spec}: optimizer = {optimizer!r}: must be one of {', '.join(_OPTIMIZERS)}")
+    model.train()
+    return _ModelSpec(model, tuple(inputs), loss, made["target"], optimizer, None)
+
+
+def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, metavar="SPEC",
+                        help=f"{_SPEC_FORMS} (a factory returning a dict: docs/python.md, 'Model specs')")
+    parser.add_argument("--batch", type=int, help="torchvision only: images per step (default 32)")
+    parser.add_argument("--image", type=int,
+                        help="torchvision only: image side in pixels (default 299 for inception_v3, else 224)")
+    parser.add_argument("--classes", type=int, help="torchvision only: output classes (default 1000)")
+    parser.add_argument("--optimizer", choices=list(_OPTIMIZERS),
+                        help="the zoo's names: sgd (plain), momentum (0.9), rmsprop, adam, adamw; default: the "
+                             "factory's, else sgd")
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m placelab.torch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    cap = sub.add_parser("capture", help="capture a torchvision classifier's training step as a placelab graph")
-    cap.add_argument("--model", required=True, help="torchvision:NAME, e.g. torchvision:resnet50")
-    cap.add_argument("--batch", type=int, default=32, help="images per step (default 32)")
-    cap.add_argument("--image", type=int, default=0,
-                     help="image side in pixels (default 299 for inception_v3, else 224)")
-    cap.add_argument("--classes", type=int, default=1000, help="output classes (default 1000)")
-    cap.add_argument("--optimizer", default="sgd", choices=list(_OPTIMIZERS),
-                     help="the zoo's names: sgd (plain, the default), momentum (0.9), rmsprop, adam, adamw")
+    cap = sub.add_parser("capture", help="capture a model's training step as a placelab graph")
+    _add_model_flags(cap)
     cap.add_argument("--device", default="meta", choices=["meta", "cpu"], help="meta: no compute (default)")
     cap.add_argument("-o", "--output", required=True, help="the graph file to write")
-    args = parser.parse_args(argv)
+    mea = sub.add_parser("measure", help="time real training steps of the model placed by a module map")
+    _add_model_flags(mea)
+    where = mea.add_mutually_exclusive_group(required=True)
+    where.add_argument("--placement", metavar="MAP.json",
+                       help="a module map {module path: device} (placelab export-placement --format torch)")
+    where.add_argument("--all-on", metavar="DEVICE", help="every module on one device: cpu, cuda:0, ...")
+    mea.add_argument("--device-map", action="append", default=[], metavar="FROM=TO",
+                     help="run the map's device FROM on TO (cuda:1=cpu); repeat for more")
+    mea.add_argument("--missing-devices", metavar="DEVICE",
+                     help="run every cuda:N of the map that torch lacks here (and no --device-map names) on "
+                          "DEVICE, e.g. cpu")
+    mea.add_argument("--steps", type=int, default=6, help="training steps, the first a warm-up (default 6)")
+    mea.add_argument("--check", action="store_true",
+                     help="first compare one step's loss and gradients with the unplaced model's")
+    mea.add_argument("-o", "--output", required=True, help="the result JSON to write")
+    pro = sub.add_parser("profile", help="time every captured op on this CPU; write the graph with measured_s "
+                                         "and a one-CPU machine with the measured dispatch_s")
+    _add_model_flags(pro)
+    pro.add_argument("--steps", type=int, default=5, help="training steps, the first a warm-up (default 5)")
+    pro.add_argument("-o", "--output", required=True, help="the graph file to write (measured_s on every op)")
+    pro.add_argument("--machine-out", required=True, metavar="MACHINE.yaml", help="the machine file to write")
+    return parser
+
+
+def _capture_command(args, spec: _ModelSpec) -> str:
+    g = capture(spec.model, spec.example_inputs, spec.loss, spec.target, spec.optimizer, name=spec.name,
+                device=args.device)
+    _write_output(args.output, g.to_json())
+    return (f"{args.output}: {g.num_ops} ops, {g.num_edges} edges, {g.parameters} parameters, "
+            f"captured in {g.capture_s:.2f} s")
+
+
+def _write_output(path: str, text: str) -> None:
     try:
-        for flag, value in (("--batch", args.batch), ("--classes", args.classes)):
-            if value < 1:
-                raise InputError(f"{flag} = {value}: must be >= 1")
-        model = _torchvision_model(args.model, args.classes)
-        model.train()
-        side = args.image or (299 if args.model.endswith("inception_v3") else 224)
-        x = torch.randn(args.batch, 3, side, side)
-        y = torch.randint(0, args.classes, (args.batch,))
-        name = f"{args.model.partition(':')[2]}:batch={args.batch},image={side}"
-        g = capture(model, (x,), _classifier_loss, y, args.optimizer, name=name, device=args.device)
-        g.save(args.output)
+        _write_text_atomically(path, text)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror or e}") from e
+
+
+def _check_output_folders(args) -> None:
+    """The output files' folders exist: checked before a step runs, so that a mistyped path does
+    not cost a long profile, nor leave one of two files written."""
+    for path in (getattr(args, "output", None), getattr(args, "machine_out", None)):
+        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise InputError(f"{path}: cannot write: no folder {os.path.dirname(os.path.abspath(path))}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m placelab.torch capture|measure|profile --model SPEC ...``; returns the exit
+    status: 0, or 2 on bad input (the message on stderr as ``placelab.torch: error: ...``)."""
+    args = _parser().parse_args(argv)
+    try:
+        _check_output_folders(args)
+        spec = _load_model_spec(args.model, batch=args.batch, image=args.image, classes=args.classes,
+                                optimizer=args.optimizer)
+        if args.command == "capture":
+            line = _capture_command(args, spec)
+        else:
+            from . import _torch_measure  # noqa: PLC0415 - only measure and profile need it
+
+            line = (_torch_measure.measure_command if args.command == "measure" else _torch_measure.profile_command)(
+                args, spec)
     except InputError as e:
         print(f"placelab.torch: error: {e}", file=sys.stderr)
         return 2
-    print(f"{args.output}: {g.num_ops} ops, {g.num_edges} edges, {g.parameters} parameters, "
-          f"captured in {g.capture_s:.2f} s")
+    print(line)
     return 0
 
 

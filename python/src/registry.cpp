@@ -92,12 +92,13 @@ py::list zoo() {
   return out;
 }
 
-Grouping grouping_of(const cli::GraphSource& g, const std::string& name, int groups, int seed) {
-  MetisGroupingOptions metis;
-  metis.num_groups = groups;
-  metis.seed = seed;
-  metis.validate();
-  return make_grouping(g.graph, name, metis);
+Grouping grouping_of(const cli::GraphSource& g, const std::string& name, int groups, int seed, int module_depth = 0) {
+  GroupingOptions options;
+  options.num_groups = groups;
+  options.seed = seed;
+  options.module_depth = module_depth;
+  options.validate();
+  return make_grouping(g.graph, name, options);
 }
 
 template <typename T>
@@ -213,13 +214,15 @@ void bind_registry(py::module_& m) {
 
   m.def(
       "grouping",
-      [](const GraphPtr& g, const std::string& name, int groups, int seed) {
-        const Grouping gr = grouping_of(*g, name, groups, seed);
+      [](const GraphPtr& g, const std::string& name, int groups, int seed, int module_depth) {
+        const Grouping gr = grouping_of(*g, name, groups, seed, module_depth);
         return to_array(std::vector<GroupId>(gr.group_of_op().begin(), gr.group_of_op().end()));
       },
       py::arg("graph"), py::arg("name") = "scope_units", py::arg("groups") = 256, py::arg("seed") = 1,
+      py::arg("module_depth") = 0,
       "Group of each op (uint32 array; groups numbered densely in the order of their smallest op) under the "
-      "grouping `name` (groupings() lists them). `groups` and `seed` are METIS's and Scotch's.");
+      "grouping `name` (groupings() lists them). `groups` and `seed` are METIS's and Scotch's; `module_depth` "
+      "the module grouping's (0: whole module paths).");
 
   m.def(
       "baseline",

@@ -912,6 +912,61 @@ TEST_F(Cli, ModelsExportInspect) {
   EXPECT_NE(d.out.find("deep.json:1: nested deeper than 512 levels"), std::string::npos) << d.out;
 }
 
+// A PyTorch graph's scenario places whole modules by default, so its best placement is one
+// PyTorch can run (export-placement checks), for every learner and baseline; the op-level twins
+// say what placing single ops would have given, and a learner option that would split modules is
+// refused with the scenario line.
+TEST_F(Cli, PyTorchScenarioPlacesModulesAndReportsTheOpLevelSearchBeside) {
+  const std::string graph_file = std::string(PLACELAB_SOURCE_DIR) + "/scenarios/graphs/transformer-encoder-pytorch.json";
+  const std::string scenario = write("pt.yaml", "name: pt\ngraph: " + graph_file +
+                                                    "\nmachine: k80x4\ndevices: gpus\nsamples: 48\nseeds: 1\n"
+                                                    "learners:\n  critpath: {}\n  post: {}\nbaselines: [heft, round_robin]\n");
+  const std::string out = (dir_ / "pt").string();
+  CliResult r = placelab("run " + scenario + " -q -o " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto summary = nlohmann::json::parse(slurp(out + "/summary.json"));
+  EXPECT_EQ(summary["grouping"], "module");
+  std::set<std::string> names;
+  for (const auto& res : summary["results"]) {
+    names.insert(res["name"].get<std::string>() + "/" + res["kind"].get<std::string>());
+    if (res["kind"] == "op-level") {
+      // The twin may split modules: its best is not the run's best (that must run).
+      EXPECT_TRUE(res["best_s"].is_number()) << res.dump();
+    }
+  }
+  EXPECT_TRUE(names.count("critpath (op-level)/op-level") && names.count("post (op-level)/op-level")) << summary.dump();
+  // round_robin places ops one by one: projected onto modules, its op-level step is kept beside it.
+  bool projected = false;
+  for (const auto& res : summary["results"])
+    if (res["name"] == "round_robin") projected = res["runs"][0].contains("op_level_step_time_s");
+  EXPECT_TRUE(projected);
+  for (const char* learner : {"critpath", "post"}) {
+    const auto run = nlohmann::json::parse(slurp(out + "/runs/" + learner + "-seed1.json"));
+    const placelab::OpGraph g = placelab::read_graph_json(graph_file);
+    std::vector<std::string> names_of = {"cpu:0", "gpu:0", "gpu:1", "gpu:2", "gpu:3"};
+    std::ostringstream text;
+    placelab::write_placement_json(g, run["best_placement"].get<placelab::Placement>(), names_of, text);
+    CliResult e = placelab("export-placement " + write(std::string(learner) + "-best.json", text.str()) +
+                           " --format torch --graph " + graph_file + " -o " + (dir_ / "m.json").string());
+    EXPECT_EQ(e.status, 0) << learner << ": " << e.out;
+  }
+  EXPECT_NE(slurp(out + "/report.md").find("op-level s (cannot run)"), std::string::npos);
+  // critpath's op moves split modules: refused under grouping module.
+  const std::string split = write("split.yaml", "graph: " + graph_file +
+                                                    "\nmachine: k80x4\nsamples: 12\nlearners:\n  critpath: {op_moves: true}\n"
+                                                    "baselines: [single_gpu]\n");
+  CliResult refused = placelab("run " + split + " -q -o " + (dir_ / "split").string());
+  EXPECT_EQ(refused.status, 2) << refused.out;
+  EXPECT_NE(refused.out.find("split.yaml:5: learners.critpath.op_moves = true: would split modules"), std::string::npos)
+      << refused.out;
+  // module_depth is the module grouping's: with another grouping it is refused.
+  CliResult depth = placelab("run " + write("depth.yaml", "graph: " + graph_file +
+                                                              "\ngrouping: colocation\nmodule_depth: 1\nlearners:\n  mcmc: {}\n") +
+                             " -q -o " + (dir_ / "depth").string());
+  EXPECT_EQ(depth.status, 2) << depth.out;
+  EXPECT_NE(depth.out.find("module_depth: only with `grouping: module`"), std::string::npos) << depth.out;
+}
+
 // A captured graph's ops name their modules: the exported map has named_modules()'s paths exactly,
 // and simulating the map gives the step of the placement it came from when that placement moves
 // whole modules (what PyTorch runs after apply_module_map is what was predicted).

@@ -97,9 +97,35 @@ TEST(Grouping, ModuleGroupsForwardBackwardAndUpdateOfEachModule) {
                                              {"relu", "relu_1"},
                                              {"fc2", "fc2_grad"}}));
   EXPECT_EQ(make_grouping(g, "module").num_groups(), 4u);
+  EXPECT_EQ(default_grouping(g), "module");
   OpGraph tf;
   add(tf, "a");
   EXPECT_THROW(group_by_module(tf), InputError);
+  EXPECT_EQ(default_grouping(tf), "colocation");
+}
+
+// module_depth keeps the first names of each path: whole blocks move together, still never split.
+TEST(Grouping, ModuleDepthMergesSubmodulesIntoTheirAncestor) {
+  OpGraph g;
+  for (const char* module : {"", "layer1.0.conv1", "layer1.0.bn1", "layer1.1.conv1", "layer2.0.conv1", "fc"})
+    g.add_op({.name = std::string("op:") + module, .type = "Op", .flops = 1, .module = module});
+  const auto group_sets = [&](int depth) {
+    GroupingOptions options;
+    options.module_depth = depth;
+    return groups_of(g, make_grouping(g, "module", options));
+  };
+  EXPECT_EQ(group_sets(0).size(), 6u);
+  EXPECT_EQ(group_sets(1), (std::set<std::set<std::string>>{{"op:"},
+                                                            {"op:layer1.0.conv1", "op:layer1.0.bn1", "op:layer1.1.conv1"},
+                                                            {"op:layer2.0.conv1"},
+                                                            {"op:fc"}}));
+  EXPECT_EQ(group_sets(2), (std::set<std::set<std::string>>{{"op:"},
+                                                            {"op:layer1.0.conv1", "op:layer1.0.bn1"},
+                                                            {"op:layer1.1.conv1"},
+                                                            {"op:layer2.0.conv1"},
+                                                            {"op:fc"}}));
+  EXPECT_EQ(group_sets(3).size(), 6u);  // deeper than every path: whole paths
+  EXPECT_THROW(group_by_module(g, -1), InputError);
 }
 
 TEST(Grouping, SingleConsumerMergesChainsByHand) {
@@ -293,7 +319,7 @@ OpGraph four_chains() {
 
 TEST(Grouping, MetisRespectsColocationAndCount) {
   const OpGraph g = four_chains();
-  MetisGroupingOptions o;
+  GroupingOptions o;
   o.num_groups = 8;
   const Grouping grouping = group_by_metis(g, o);
   EXPECT_LE(grouping.num_groups(), 8u);
@@ -311,7 +337,7 @@ TEST(Grouping, MetisRespectsColocationAndCount) {
 // inputs and the seed (Scotch runs in its own one-thread, seeded context), cuts along the chains.
 TEST(Grouping, ScotchRespectsColocationAndCountAndIsDeterministic) {
   const OpGraph g = four_chains();
-  MetisGroupingOptions o;
+  GroupingOptions o;
   o.num_groups = 8;
   const Grouping grouping = group_by_scotch(g, o);
   EXPECT_LE(grouping.num_groups(), 8u);
@@ -342,7 +368,7 @@ TEST(Grouping, MetisNoticesStayOffStandardOutput) {
     g.add_edge(prev, op, {.bytes = 1024});
     prev = op;
   }
-  MetisGroupingOptions o;
+  GroupingOptions o;
   o.num_groups = 64;
   testing::internal::CaptureStdout();
   const Grouping grouping = group_by_metis(g, o);

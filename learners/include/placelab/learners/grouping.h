@@ -87,14 +87,21 @@ Grouping group_by_model_units(const OpGraph& graph, bool time_steps = true);
 // modules. A module's own functional ops are its group; its submodules are groups of their own;
 // the model's own ops (module "": the loss, the input, functional ops outside every submodule) are
 // one group, as placelab.torch.place runs them on the model's device. Colocation groups are
-// unioned in. Throws InputError for a graph without module paths.
-Grouping group_by_module(const OpGraph& graph);
+// unioned in. With depth d > 0 a path counts by its first d names ("layer1.0.conv1" at depth 1
+// is "layer1"): fewer, larger groups, still each on one device. Throws InputError for a graph
+// without module paths.
+Grouping group_by_module(const OpGraph& graph, int depth = 0);
 
-// The partitioning groupers' options, METIS's and Scotch's alike.
-struct MetisGroupingOptions {
+// The grouping a graph gets when the scenario names none: "module" for a PyTorch graph (one whose
+// ops name their modules), since only whole modules can move there; "colocation" otherwise.
+std::string default_grouping(const OpGraph& graph);
+
+// The groupers' options: METIS's and Scotch's partitions, the module grouping's depth.
+struct GroupingOptions {
   int num_groups = 256;      // G, the number of parts asked of METIS or Scotch (≥ 1)
   int seed = 1;              // METIS_OPTION_SEED, Scotch's random seed; same seed ⇒ same grouping
   double imbalance = 1.03;   // allowed max part weight / average part weight (> 1)
+  int module_depth = 0;      // "module": module path names kept (0: the whole path, each module its own group)
   // Throws InputError naming the field, value and rule.
   void validate() const;
 };
@@ -104,20 +111,20 @@ struct MetisGroupingOptions {
 // split. Vertex weight = the op's FLOPs (Op::flops, else the kernel signature's), edge weight =
 // tensor bytes (control edges weigh 1), both scaled to METIS's 32-bit idx_t. Parts METIS leaves
 // empty are dropped, so the result may have fewer than G groups. Throws Error when METIS fails.
-Grouping group_by_metis(const OpGraph& graph, const MetisGroupingOptions& options);
+Grouping group_by_metis(const OpGraph& graph, const GroupingOptions& options);
 
 // The same with Scotch's k-way graph partitioning (SCOTCH_graphPart, quality strategy, one thread,
 // seeded): a second partitioner for EAGLE's Table I, whose third grouper, NetworkX's asynchronous
 // fluid communities, no packaged C or C++ library offers (docs/learners.md).
-Grouping group_by_scotch(const OpGraph& graph, const MetisGroupingOptions& options);
+Grouping group_by_scotch(const OpGraph& graph, const GroupingOptions& options);
 
 // The names make_grouping accepts, in a fixed order: "colocation", "single_consumer",
 // "name_prefix" (2 levels), "layer", "model_units", "scope_units" (group_by_model_units without
 // time steps), "metis", "scotch", "module" (PyTorch modules), "none" (one group per op). A scenario's `grouping:` is validated against it.
 std::span<const std::string_view> grouping_names();
 
-// The grouping named `name` (one of grouping_names()); `metis` is used by "metis" and "scotch" only. Throws
-// InputError listing the names for any other name.
-Grouping make_grouping(const OpGraph& graph, const std::string& name, const MetisGroupingOptions& metis = {});
+// The grouping named `name` (one of grouping_names()) with `options` (the partitioners' and the
+// module depth). Throws InputError listing the names for any other name.
+Grouping make_grouping(const OpGraph& graph, const std::string& name, const GroupingOptions& options = {});
 
 }  // namespace placelab

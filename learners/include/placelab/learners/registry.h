@@ -95,6 +95,10 @@ struct LearnerEntry {
   // The learner places single ops: its space is the graph's ops, and LearnerContext::grouping holds
   // the scenario's groups, which it moves whole as well (critpath).
   bool places_ops = false;
+  // For a learner that places ops: the option values under which it keeps every group on one device,
+  // for groups that must not be split (PyTorch modules: grouping "module"). A scenario applies them
+  // and refuses a user's value that contradicts them.
+  OptionValues whole_groups;
   // Throws InputError "<name>.<key> = <value>: must be <rule>" for an unknown key, a value of the
   // wrong kind or one that breaks its rule.
   std::function<void(const OptionValues&)> validate;
