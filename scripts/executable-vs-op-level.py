@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The cost of executability (issue "Placements that run"): for five PyTorch models captured with
 placelab.torch.capture, on k80x4, dgx1 and h100x8, the best step critpath and post find when they
-may place single ops (grouping: none, what PyTorch cannot run) and when they must move whole
-modules (grouping: module), as PyTorch runs the step (eager). Prints a Markdown table.
+must move whole modules (grouping: module, a captured graph's default) and when they may place
+single ops (the run's op-level twins, which PyTorch cannot run), as PyTorch runs the step (eager).
+Prints a Markdown table.
 
   PYTHONPATH=build/python /usr/bin/python3 scripts/executable-vs-op-level.py --out /tmp/exec [--samples 600]
 
@@ -58,29 +59,25 @@ def main():
         if not os.path.exists(graph):
             pt.capture(model.train(), inputs, loss, target, optimizer=opt, name=name).save(graph)
         for machine in ("k80x4", "dgx1", "h100x8"):
-            best = {}
-            # Executable: critpath moves whole modules only, from the best baseline's module projection
-            # (its op moves and its op-level start would split modules).
-            critpath = {"none": "{}", "module": "{op_moves: false, start: best_baseline_groups}"}
-            for grouping in ("none", "module"):
-                scenario = os.path.join(a.out, f"{name}-{machine}-{grouping}.yaml")
-                with open(scenario, "w") as f:
-                    f.write(f"name: {name}-{machine}-{grouping}\ngraph: {os.path.abspath(graph)}\nmachine: {machine}\n"
-                            f"devices: gpus\ngrouping: {grouping}\nsamples: {a.samples}\nbatch: 12\nseeds: 1\n"
-                            "learners:\n  critpath: " + critpath[grouping] + "\n  post: {}\nbaselines: [single_gpu]\n")
-                folder = os.path.join(a.out, f"{name}-{machine}-{grouping}")
-                subprocess.run([a.placelab, "run", scenario, "--output", folder], check=True, capture_output=True)
-                summary = json.load(open(os.path.join(folder, "summary.json")))
-                if grouping == "module":  # PyTorch can run it: export refuses a placement that splits a module
-                    subprocess.run([a.placelab, "export-placement", os.path.join(folder, "best_placement.json"),
-                                    "--format", "torch", "--graph", graph, "-o", folder + "-modules.json"],
-                                   check=True, capture_output=True)
-                for r in summary["results"]:
-                    best[(r["name"], grouping)] = r["best_s"] if not r["oom"] else float("inf")
-            one = best[("single_gpu", "none")]
+            # One run: the default grouping of a captured graph is `module` (what PyTorch can run),
+            # and its op-level twins (`op_level`, on by default) place single ops beside it.
+            scenario = os.path.join(a.out, f"{name}-{machine}.yaml")
+            with open(scenario, "w") as f:
+                f.write(f"name: {name}-{machine}\ngraph: {os.path.abspath(graph)}\nmachine: {machine}\n"
+                        f"devices: gpus\nsamples: {a.samples}\nbatch: 12\nseeds: 1\n"
+                        "learners:\n  critpath: {}\n  post: {}\nbaselines: [single_gpu]\n")
+            folder = os.path.join(a.out, f"{name}-{machine}")
+            subprocess.run([a.placelab, "run", scenario, "--output", folder], check=True, capture_output=True)
+            summary = json.load(open(os.path.join(folder, "summary.json")))
+            assert summary["grouping"] == "module"
+            # PyTorch can run the best: export refuses a placement that splits a module.
+            subprocess.run([a.placelab, "export-placement", os.path.join(folder, "best_placement.json"),
+                            "--format", "torch", "--graph", graph, "-o", folder + "-modules.json"],
+                           check=True, capture_output=True)
+            best = {r["name"]: (r["best_s"] if not r["oom"] else float("inf")) for r in summary["results"]}
+            one = best["single_gpu"]
             for learner in ("critpath", "post"):
-                op, mod = best[(learner, "none")], best[(learner, "module")]
-                rows.append((name, machine, learner, one, op, mod))
+                rows.append((name, machine, learner, one, best[f"{learner} (op-level)"], best[learner]))
             print(f"{name} {machine}: done", file=sys.stderr)
     print("| model | machine | learner | one GPU | op-level best | executable best (modules) | cost of executability |")
     print("|---|---|---|---|---|---|---|")
