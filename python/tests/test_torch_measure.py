@@ -271,3 +271,19 @@ def test_a_scenario_verifies_its_best_placement_with_torch(models, tmp_path, cli
     refused = subprocess.run([cli, "run", str(bad), "-q", "-o", str(tmp_path / "bad")], capture_output=True, text=True)
     assert refused.returncode == 2
     assert "verify: backend torch needs `model:`" in refused.stderr
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason=f"needs 2 CUDA GPUs; torch sees {torch.cuda.device_count()}")
+def test_measure_on_two_gpus_times_synchronised_steps_and_matches_the_cpu_numerics(models, tmp_path, capsys):
+    """On GPUs nothing is mapped: the placed model runs on cuda:0 and cuda:1 and its numerical check
+    compares with the unplaced model on cuda:0 (float32 sums on GPUs differ in order: 1e-4)."""
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"0": "cuda:0", "1": "cuda:1", "2": "cuda:1"}))
+    out = tmp_path / "r.json"
+    status, _, err = run(["measure", "--model", f"{models}:mlp", "--placement", mapping, "--steps", "4", "--check",
+                          "-o", out], capsys)
+    assert status == 0, err
+    r = json.loads(out.read_text())
+    assert r["mapped"] == {} and r["devices"] == ["cuda:0", "cuda:1"]
+    assert r["moves"] > 0 and all(t > 0 for t in r["steps_s"])
+    assert r["numerics"]["max_grad_rel_error"] <= 1e-4
