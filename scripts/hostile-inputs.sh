@@ -191,4 +191,33 @@ for _ in $(seq 50); do [[ -s out-slow/.lock ]] && break; sleep 0.1; done
 try "results folder" "a second run into a folder a run is writing" 2 "process $first" "$P" run slow.yaml --output out-slow
 kill "$first" 2> /dev/null
 wait "$first" 2> /dev/null
+# --- files that are not files, links that point out (issue "Hostile input, third round") -----
+mkfifo fifo.json
+mkdir -p outside && echo keep > outside/precious.txt
+snapshot=$(cd outside && find . -printf '%p %s %T@\n' | sort)
+try "graph JSON" "a FIFO no one writes to" 2 "fifo.json: cannot read: it is a FIFO" "$P" inspect fifo.json
+try "graph JSON" "\`/dev/zero\`" 2 "/dev/zero: cannot read: it is a character device" "$P" inspect /dev/zero
+try "machine YAML" "\`/dev/zero\`" 2 "/dev/zero: cannot read: it is a character device" \
+  "$P" simulate --model cifar10_cnn --machine /dev/zero --placement single_gpu
+try "scenario YAML" "a FIFO no one writes to" 2 "fifo.json: cannot read: it is a FIFO" "$P" run fifo.json
+try "Kineto trace" "\`/dev/zero\`" 2 "/dev/zero: cannot read: it is a character device" \
+  "$P" calibrate --backend trace --trace /dev/zero --machine dgx1 --out cal.yaml
+try "graph JSON" "\`\"ops\": []\`" 2 "empty.json:1: /ops: a graph needs at least one op" \
+  bash -c "echo '{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": [], \"edges\": []}' > empty.json && \"$P\" simulate --graph empty.json --machine k80x4"
+try "output path" "\`-o\` onto a FIFO" 2 "fifo.json: it is not a regular file" "$P" export cifar10_cnn -o fifo.json
+[[ -p fifo.json ]] || { echo "| output path | \`-o\` onto a FIFO | | **FAILED: the FIFO was replaced** | | |"; failed=1; }
+mkdir -p out-lock && ln -s "$work/outside/precious.txt" out-lock/.lock
+try "results folder" "\`.lock\` a link to a file outside" 2 "lock file: it is a symbolic link" "$P" run good.yaml --output out-lock
+mkdir -p out-runs && ln -s "$work/outside" out-runs/runs
+try "results folder" "\`runs/\` a link to a folder outside" 2 "runs: not a folder of this output" "$P" run good.yaml --output out-runs
+try "sweep" "\`--name ../../escape\`" 2 "must be a plain name" "$P" sweep good.yaml --name ../../escape
+try "sweep" "\`--rank-timeout nan\`" 2 "rank-timeout" "$P" sweep good.yaml --rank-timeout nan
+scenario twice 'seeds: [3, 3]'
+try "scenario YAML" "\`seeds: [3, 3]\`" 2 "twice.yaml:[0-9]+: seeds\\[\\] = 3: listed twice" "$P" run twice.yaml
+scenario wide 'grouping: metis' 'groups: 4294967297'
+try "scenario YAML" "\`groups: 4294967297\`" 2 "wide.yaml:[0-9]+" "$P" run wide.yaml
+if [[ "$snapshot" != "$(cd outside && find . -printf '%p %s %T@\n' | sort)" ]]; then
+  echo "| output paths | the folder beside the output | | **FAILED: something outside the output folder changed** | | |"
+  failed=1
+fi
 exit $failed

@@ -82,11 +82,12 @@ fs::path plot_script() {
 // summary.json of a run folder, checked to be one.
 json read_summary(const fs::path& dir) {
   const fs::path summary_path = dir / "summary.json";
-  std::ifstream in(summary_path);
-  if (!in) throw InputError(summary_path.string() + ": cannot read (is this a placelab run folder?)");
+  std::error_code ec;
+  if (!fs::exists(summary_path, ec)) throw InputError(summary_path.string() + ": cannot read (is this a placelab run folder?)");
+  const std::string text = read_text_file(summary_path);
   json s;
   try {
-    s = json::parse(in);
+    s = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(summary_path.string() + ": not valid JSON: " + e.what());
   }

@@ -174,8 +174,11 @@ class OutputLock {
 
  private:
   void take(const fs::path& path, int mode, int& fd, bool wait = false) {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw InputError(path.string() + ": cannot open the run's lock file: " + std::strerror(errno));
+    // O_NOFOLLOW: a lock file that is a link would have this run truncate and write whatever it points at.
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+      throw InputError(path.string() + ": cannot open the run's lock file: " +
+                       (errno == ELOOP ? std::string("it is a symbolic link (remove it)") : std::strerror(errno)));
     if (::flock(fd, mode | (wait ? 0 : LOCK_NB)) != 0) {
       const int err = errno;
       char pid[32] = {};
@@ -687,6 +690,10 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   std::error_code made;
   fs::create_directories(out / "runs", made);
   if (made) throw InputError(out.string() + ": cannot create the output folder: " + made.message());
+  // runs/ is emptied and written through: a link there would have a fresh run delete, and every run
+  // write, files outside the output folder.
+  if (fs::is_symlink(out / "runs", made) || !fs::is_directory(fs::symlink_status(out / "runs", made)))
+    throw InputError((out / "runs").string() + ": not a folder of this output but a link or a file (remove it)");
   const OutputLock lock(out, opt.only_seed);
   if (!resume) {
     // A fresh run must not mix with an earlier run's per-seed results or checkpoints.

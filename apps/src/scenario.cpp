@@ -171,14 +171,20 @@ std::filesystem::path resolve_relative(const std::filesystem::path& scenario_fil
 
 }  // namespace
 
+bool is_plain_name(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxNameLength && name.front() != '.' &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+         });
+}
+
 Scenario read_scenario(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path.string() + ": cannot read the scenario file");
-  std::stringstream text;
-  text << in.rdbuf();
+  std::error_code exists_error;
+  if (!std::filesystem::exists(path, exists_error)) throw InputError(path.string() + ": cannot read the scenario file");
+  const std::string text = read_text_file(path);  // regular files only, bounded
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(path.string() + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
   }
@@ -195,11 +201,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      if (key == "name") {
                        // The name is the default output folder, results/<name>: a name, never a path.
                        s.name = r.string(key, v);
-                       const bool plain = s.name.size() <= kMaxNameLength && s.name.front() != '.' &&
-                                          std::all_of(s.name.begin(), s.name.end(), [](char c) {
-                                            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-                                          });
-                       if (!plain)
+                       if (!is_plain_name(s.name))
                          r.fail(v, r.where(key, v) + ": must be a plain name (letters, digits, '.', '_', '-'; not starting with '.'; at most " +
                                        std::to_string(kMaxNameLength) + " characters): it names the output folder");
                      }
@@ -213,7 +215,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
                      else if (key == "grouping")
                        s.grouping = r.choice(key, v, grouping_names());
-                     else if (key == "groups") s.metis_groups = static_cast<int>(r.positive(key, v));
+                     else if (key == "groups") s.metis_groups = static_cast<int>(r.at_most(key, v, kMaxGroups));
                      else if (key == "op_level") s.op_level = r.scalar<bool>(key, v, "true or false");
                      else if (key == "module_depth") {
                        const int64_t depth = r.non_negative(key, v);
@@ -227,7 +229,12 @@ Scenario read_scenario(const std::filesystem::path& path) {
                        if (v.IsSequence()) {
                          if (v.size() > static_cast<std::size_t>(kMaxSeeds))
                            r.fail(v, "seeds: at most " + std::to_string(kMaxSeeds) + " seeds");
-                         for (const auto& x : v) s.seeds.push_back(static_cast<uint64_t>(r.non_negative("seeds[]", x)));
+                         for (const auto& x : v) {
+                           const auto seed = static_cast<uint64_t>(r.non_negative("seeds[]", x));
+                           if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
+                             r.fail(x, "seeds[] = " + std::to_string(seed) + ": listed twice (each seed is one run)");
+                           s.seeds.push_back(seed);
+                         }
                          if (s.seeds.empty()) r.fail(v, "seeds: must list at least one seed");
                        } else {
                          int64_t n = r.at_most(key, v, kMaxSeeds);
@@ -274,7 +281,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
                            s.verify.rounds = static_cast<int>(n);
                            rounds_set = true;
                          } else {
-                           s.verify.steps = static_cast<int>(r.positive("verify.steps", x));
+                           s.verify.steps = static_cast<int>(r.at_most("verify.steps", x, kMaxVerifySteps));
                            if (s.verify.steps < 2) r.fail(x, "verify.steps: must be >= 2 (the first step is warm-up)");
                          }
                        });

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "placelab/learners/registry.h"
@@ -17,9 +18,14 @@ namespace placelab::cli {
 // Bounds on what a small file can ask for: a name is a folder name; seeds and samples are work and
 // memory (a billion seeds or 2^63 samples would allocate or run without end).
 inline constexpr std::size_t kMaxNameLength = 200;
+// Whether `name` can name a folder placelab writes: letters, digits, '.', '_', '-', not starting
+// with '.', at most kMaxNameLength characters — never a path (a scenario's name, sweep --name).
+bool is_plain_name(std::string_view name);
 inline constexpr int64_t kMaxSeeds = 1000;
 inline constexpr int64_t kMaxSamples = 100'000'000;
 inline constexpr int64_t kMaxBatch = 1'000'000;
+inline constexpr int64_t kMaxGroups = 10'000'000;   // `groups:` (METIS/Scotch parts): more than any graph's ops
+inline constexpr int64_t kMaxVerifySteps = 10'000;  // `verify.steps`: executor steps per measurement
 
 // One entry of `learners:`: a registry learner (learners/registry.h) and the options the scenario
 // set, already validated; every other option keeps the paper's default.

@@ -1,6 +1,7 @@
 #include "placelab/graph/io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -402,6 +403,9 @@ OpGraph parse_graph_json(std::string_view text, std::string_view origin, std::st
 
   OpGraph graph;
   const json& ops = r.array(r.required(doc, "", "ops"), "/ops");
+  // A graph of no ops has no step to place or time: every command that takes it would only
+  // divide by zero further on.
+  if (ops.empty()) r.fail("/ops", "a graph needs at least one op");
   std::unordered_map<std::string, std::size_t> first_use;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     std::string p = "/ops/" + std::to_string(i);
@@ -647,17 +651,46 @@ void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placem
   out << s;
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw InputError(path.string() + ": cannot read: " + std::generic_category().message(errno));
+std::string read_text_file(const std::filesystem::path& path, int64_t max_bytes) {
+  const auto reason = [](int err) { return std::generic_category().message(err); };
+  // O_NONBLOCK: opening a FIFO nobody writes to returns at once instead of waiting for a writer;
+  // fstat then refuses it with every other file that is not a regular one (a device such as
+  // /dev/zero would be read until memory ran out).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw InputError(path.string() + ": cannot read: " + reason(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    if (st.st_mode == 0) throw InputError(path.string() + ": cannot read: " + reason(err));
+    const char* what = S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                     : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
+    throw InputError(path.string() + ": cannot read: it is " + what + "; placelab reads regular files");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  // The limit holds on the bytes actually read: a file may grow while it is read.
+  const auto too_big = [&] {
+    ::close(fd);
+    return InputError(path.string() + ": larger than " + std::to_string(max_bytes >> 20) + " MiB, the most placelab reads " +
+                      "of such a file");
+  };
+  if (st.st_size > max_bytes) throw too_big();
   std::string text;
+  text.reserve(static_cast<std::size_t>(st.st_size));
   char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  bool failed = std::ferror(f) != 0;
-  int err = errno;
-  std::fclose(f);
-  if (failed) throw InputError(path.string() + ": cannot read: " + std::generic_category().message(err));
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw InputError(path.string() + ": cannot read: " + reason(err));
+    }
+    if (n == 0) break;
+    if (static_cast<int64_t>(text.size()) + n > max_bytes) throw too_big();
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   return text;
 }
 
@@ -670,6 +703,13 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
   std::error_code no_stat;
   if (std::filesystem::is_directory(path, no_stat))
     throw InputError("cannot write " + path.string() + ": it is a folder; name a file in it");
+  // rename() would replace a device, FIFO or socket by a regular file (as root, /dev/null too).
+  // A link is replaced itself, never written through.
+  const auto kind = std::filesystem::symlink_status(path, no_stat).type();
+  if (kind != std::filesystem::file_type::not_found && kind != std::filesystem::file_type::regular &&
+      kind != std::filesystem::file_type::symlink && kind != std::filesystem::file_type::none)
+    throw InputError("cannot write " + path.string() + ": it is not a regular file (a device, FIFO or socket); "
+                     "placelab writes files only");
 
   // The temporary file lives next to the target, because rename() is atomic only within one file
   // system. Its name is hidden, unique per process and call, and short enough for NAME_MAX.

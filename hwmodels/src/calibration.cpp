@@ -612,11 +612,9 @@ CalibratedMachine parse_calibrated_machine_yaml(std::string_view text, std::stri
 }
 
 CalibratedMachine load_calibrated_machine(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open calibrated machine file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_calibrated_machine_yaml(buf.str(), path.string());
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path.string() + ": cannot open calibrated machine file");
+  return parse_calibrated_machine_yaml(read_text_file(path), path.string());
 }
 
 // ---------------------------------------------------------------------------------------------

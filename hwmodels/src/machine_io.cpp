@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 #include "placelab/graph/numbers.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/cost_model.h"
@@ -116,12 +117,9 @@ std::string preset_list();
 
 // The text of a machine file; throws InputError naming it when it cannot be read.
 std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open machine file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path.string() + ": cannot read machine file");
-  return text.str();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path.string() + ": cannot open machine file");
+  return read_text_file(path);  // regular files only, bounded
 }
 
 // Reads one machine document, remembering the line of every entry and field so that errors

@@ -132,11 +132,7 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
   s.learner = learner.name();
   learner.set_sample_budget(options.sample_budget);
   if (options.resume && std::filesystem::exists(options.checkpoint_path)) {
-    std::ifstream in(options.checkpoint_path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw InputError(options.checkpoint_path.string() + ": cannot read the checkpoint");
-    load_checkpoint(text.str(), options.checkpoint_path.string(), learner, grouping, options, s);
+    load_checkpoint(read_text_file(options.checkpoint_path), options.checkpoint_path.string(), learner, grouping, options, s);
     s.resumed_from = s.samples;
   }
 

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 #include "placelab/graph/json_locator.h"
 #include "placelab/graph/numbers.h"
 #include "measure_util.h"
@@ -1471,13 +1472,12 @@ std::string read_maybe_gzip(const std::filesystem::path& path, int64_t max_bytes
     return InputError(path.string() + ": " + what + " more than " + std::to_string(max_bytes >> 20) +
                       " MiB (the limit; profile fewer steps, or raise it with --max-trace-mb)");
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open: " + std::strerror(errno));
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > static_cast<std::uintmax_t>(max_bytes)) throw too_big("the file holds");
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (static_cast<int64_t>(raw.size()) > max_bytes) throw too_big("the file holds");
+  if (!ec && std::filesystem::is_regular_file(path, ec) && size > static_cast<std::uintmax_t>(max_bytes))
+    throw too_big("the file holds");
+  // Regular files only (a FIFO or a device is refused, not read without end), at most max_bytes.
+  std::string raw = read_text_file(path, max_bytes);
   if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
     return raw;
 

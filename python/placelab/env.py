@@ -192,7 +192,7 @@ class PlacementEnv(_PlacementBase):
     def step(self, action):
         """Places group order[t] on devices[action]. Returns (obs, reward, terminated, truncated, info)."""
         if self._t >= self.num_groups:
-            raise _placelab.Error("step() after the episode ended: call reset() first")
+            raise _placelab.InputError("step() before reset() or after the episode ended: call reset() first")
         if not self.action_space.contains(action):
             raise _placelab.InputError(f"action = {action}: must be a device index in [0, {self.action_space.n})")
         a, t, f = int(action), self._t, self.features.shape[1]
@@ -229,7 +229,7 @@ class PlacementBanditEnv(_PlacementBase):
 
     def step(self, action):
         if self._done:
-            raise _placelab.Error("step() after the episode ended: call reset() first")
+            raise _placelab.InputError("step() before reset() or after the episode ended: call reset() first")
         a = np.asarray(action)
         if not self.action_space.contains(a):
             raise _placelab.InputError(

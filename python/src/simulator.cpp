@@ -70,7 +70,11 @@ py::tuple simulate_batch(PySimulator& s, const IntArray2d& placements, int threa
     msg += ": must be >= 0 (0: one per hardware thread)";
     throw InputError(msg);
   }
-  std::size_t rows = 0;
+  // The answers are copied out while the lock is held: s.results is the Simulator's, and another
+  // Python thread's call refills it as soon as the lock is free (reading it after the lock gave
+  // other calls' results, or zeros).
+  std::vector<double> steps;
+  std::vector<uint8_t> ooms;
   {
     py::gil_scoped_release release;
     const std::lock_guard<std::mutex> lock(s.mutex);
@@ -80,18 +84,21 @@ py::tuple simulate_batch(PySimulator& s, const IntArray2d& placements, int threa
       py::gil_scoped_acquire acquire;
       fill_batch(s, placements);
     }
-    rows = s.batch.size();
+    const std::size_t rows = s.batch.size();
     s.results.resize(rows);
     s.sim.simulate_batch(s.batch, std::span<SimResult>(s.results.data(), rows), threads);
+    steps.resize(rows);
+    ooms.resize(rows);
+    for (std::size_t k = 0; k < rows; ++k) {
+      steps[k] = s.results[k].step_time_s;
+      ooms[k] = s.results[k].oom ? 1 : 0;
+    }
   }
-  py::array_t<double> step(static_cast<py::ssize_t>(rows));
-  py::array_t<bool> oom(static_cast<py::ssize_t>(rows));
-  double* step_data = step.mutable_data();
-  bool* oom_data = oom.mutable_data();
-  for (std::size_t k = 0; k < rows; ++k) {
-    step_data[k] = s.results[k].step_time_s;
-    oom_data[k] = s.results[k].oom;
-  }
+  const auto rows = static_cast<py::ssize_t>(steps.size());
+  py::array_t<double> step(rows);
+  py::array_t<bool> oom(rows);
+  std::copy(steps.begin(), steps.end(), step.mutable_data());
+  std::transform(ooms.begin(), ooms.end(), oom.mutable_data(), [](uint8_t x) { return x != 0; });
   return py::make_tuple(step, oom);
 }
 

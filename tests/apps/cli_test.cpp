@@ -912,6 +912,45 @@ TEST_F(Cli, ModelsExportInspect) {
   EXPECT_NE(d.out.find("deep.json:1: nested deeper than 512 levels"), std::string::npos) << d.out;
 }
 
+// An output folder's own entries that are links would make a run write or delete outside it: a
+// `.lock` or a `runs/` that is a link is refused (exit 2) and the files it points at stay as they
+// were; a sweep's --name is a name, never a path; a seed listed twice or a group count beyond int
+// is refused, not silently merged or wrapped.
+TEST_F(Cli, RunRefusesLinksInItsOutputFolderAndNamesThatArePaths) {
+  const std::string scenario = write("q.yaml", "model: cifar10_cnn:batch=8\nmachine: k80x4\nsamples: 12\n"
+                                               "learners:\n  mcmc: {}\nbaselines: [single_gpu]\n");
+  const fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  std::ofstream(outside / "precious.txt") << "keep";
+  const fs::path a = dir_ / "a";
+  fs::create_directories(a);
+  fs::create_symlink(outside / "precious.txt", a / ".lock");
+  CliResult lock = placelab("run " + scenario + " -q -o " + a.string());
+  EXPECT_EQ(lock.status, 2) << lock.out;
+  EXPECT_NE(lock.out.find(".lock: cannot open the run's lock file: it is a symbolic link"), std::string::npos) << lock.out;
+  const fs::path b = dir_ / "b";
+  fs::create_directories(b);
+  fs::create_directory_symlink(outside, b / "runs");
+  CliResult runs = placelab("run " + scenario + " -q -o " + b.string());
+  EXPECT_EQ(runs.status, 2) << runs.out;
+  EXPECT_NE(runs.out.find("runs: not a folder of this output but a link or a file"), std::string::npos) << runs.out;
+  EXPECT_EQ(slurp((outside / "precious.txt").string()), "keep");
+  EXPECT_EQ(std::distance(fs::directory_iterator(outside), fs::directory_iterator()), 1);
+  CliResult name = placelab("sweep " + scenario + " --name ../../escape");
+  EXPECT_EQ(name.status, 2) << name.out;
+  EXPECT_NE(name.out.find("--name ../../escape: must be a plain name"), std::string::npos) << name.out;
+  CliResult nan = placelab("sweep " + scenario + " --rank-timeout nan");
+  EXPECT_EQ(nan.status, 2) << nan.out;
+  const std::string twice = write("twice.yaml", "model: cifar10_cnn\nseeds: [3, 3]\nlearners:\n  mcmc: {}\n");
+  CliResult seeds = placelab("run " + twice + " -q -o " + (dir_ / "t").string());
+  EXPECT_EQ(seeds.status, 2) << seeds.out;
+  EXPECT_NE(seeds.out.find("twice.yaml:2: seeds[] = 3: listed twice"), std::string::npos) << seeds.out;
+  const std::string wide = write("wide.yaml", "model: cifar10_cnn\ngrouping: metis\ngroups: 4294967297\nlearners:\n  mcmc: {}\n");
+  CliResult groups = placelab("run " + wide + " -q -o " + (dir_ / "w").string());
+  EXPECT_EQ(groups.status, 2) << groups.out;
+  EXPECT_NE(groups.out.find("groups"), std::string::npos) << groups.out;
+}
+
 // A PyTorch graph's scenario places whole modules by default, so its best placement is one
 // PyTorch can run (export-placement checks), for every learner and baseline; the op-level twins
 // say what placing single ops would have given, and a learner option that would split modules is

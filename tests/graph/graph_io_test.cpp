@@ -1,6 +1,7 @@
 #include "placelab/graph/io.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -655,11 +656,13 @@ TEST(GraphJsonEager, RoundTripsModulesAndExecutionAndChecksProgramOrder) {
     {"name": "a", "type": "Relu", "module": "x"}]})"), "/ops/0/module: needs \"version\": 3"));
 }
 
-TEST(GraphJsonWrite, EmptyGraphRoundTrips) {
+// An empty graph can be written (it is well-formed JSON), but no command can place or time it, so
+// reading one back is the user's error, not a step of 0 s or a division by zero further on.
+TEST(GraphJsonWrite, EmptyGraphIsWrittenButRefusedOnRead) {
   OpGraph empty;
   std::string text = written(empty);
   EXPECT_EQ(text, "{\n  \"format\": \"placelab-graph\",\n  \"version\": 1,\n  \"name\": \"\",\n  \"ops\": [],\n  \"edges\": []\n}\n");
-  EXPECT_EQ(parse_graph_json(text, "empty").num_ops(), 0u);
+  EXPECT_THROW(parse_graph_json(text, "empty"), InputError);
 }
 
 TEST(GraphJsonWrite, RefusesValuesJsonCannotCarry) {
@@ -764,8 +767,58 @@ TEST(PlacementJson, ReadsFromAFile) {
   }
 }
 
+// Files that are not files: a FIFO nobody writes to is refused at once (never waited on), a
+// device is refused (never read without end), a file over the limit is refused on the bytes read.
+TEST(ReadTextFile, RefusesFifosDevicesFoldersAndFilesOverTheLimit) {
+  TempDir dir;
+  const fs::path fifo = dir.path / "graph.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto message = [](const fs::path& path, int64_t limit = kMaxTextFileBytes) {
+    try {
+      read_text_file(path, limit);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(read)");
+  };
+  EXPECT_TRUE(contains(message(fifo), "graph.json: cannot read: it is a FIFO; placelab reads regular files")) << message(fifo);
+  EXPECT_TRUE(contains(message("/dev/zero"), "/dev/zero: cannot read: it is a character device")) << message("/dev/zero");
+  EXPECT_TRUE(contains(message(dir.path), "cannot read: it is a folder"));
+  const fs::path big = dir.path / "big.json";
+  std::ofstream(big) << std::string(3 << 20, ' ');
+  EXPECT_TRUE(contains(message(big, 2 << 20), "big.json: larger than 2 MiB")) << message(big, 2 << 20);
+  EXPECT_EQ(read_text_file(big).size(), std::size_t{3} << 20);
+  EXPECT_THROW(read_graph_json(fifo), InputError);
+}
+
+TEST(ReadGraphJson, AGraphOfNoOpsIsAnInputError) {
+  try {
+    parse_graph_json(R"({"format": "placelab-graph", "version": 1, "ops": [], "edges": []})", "empty.json");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "empty.json:1: /ops: a graph needs at least one op");
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Atomic writes
+
+// A device, FIFO or socket is never replaced by a regular file; a link is replaced itself, never
+// written through.
+TEST(WriteFileAtomically, RefusesTargetsThatAreNotRegularFilesAndReplacesLinksNotTheirTargets) {
+  TempDir dir;
+  const fs::path fifo = dir.path / "out.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(write_file_atomically(fifo, "x"), InputError);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  const fs::path elsewhere = dir.path / "elsewhere.txt";
+  std::ofstream(elsewhere) << "keep";
+  fs::create_symlink(elsewhere, dir.path / "link.json");
+  write_file_atomically(dir.path / "link.json", "new");
+  EXPECT_EQ(slurp(elsewhere), "keep");
+  EXPECT_FALSE(fs::is_symlink(dir.path / "link.json"));
+  EXPECT_EQ(slurp(dir.path / "link.json"), "new");
+}
 
 TEST(WriteFileAtomically, WritesAndReplacesWithoutLeavingTemporaryFiles) {
   TempDir dir;

@@ -81,9 +81,14 @@ std::vector<std::pair<std::string, std::string>> read_placement_names_json(const
 void write_placement_json(const OpGraph& graph, std::span<const DeviceId> placement,
                           std::span<const std::string> device_names, std::ostream& out);
 
-// The whole of a file, bytes as they are. InputError naming the path and the system's reason when
-// it cannot be read.
-std::string read_text_file(const std::filesystem::path& path);
+// The most bytes read_text_file reads by default: far above any graph, machine or scenario file
+// placelab writes (a 1-million-op graph is ~300 MB), far below what would exhaust memory.
+inline constexpr int64_t kMaxTextFileBytes = int64_t{1} << 30;
+
+// The whole of a regular file, bytes as they are, at most `max_bytes` of them. InputError naming
+// the path and the reason when it cannot be read, is no regular file (a FIFO, a device: never
+// waited on, never read without end) or holds more than `max_bytes`.
+std::string read_text_file(const std::filesystem::path& path, int64_t max_bytes = kMaxTextFileBytes);
 
 // Writes `text` to `path` atomically: a temporary file in the same folder is written, flushed to
 // disk and renamed over `path`, so that readers and crashes see the old file or the new one,
