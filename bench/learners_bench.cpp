@@ -336,6 +336,49 @@ BENCHMARK_CAPTURE(BM_LearnedGroupingSample, eagle, std::string("eagle"))->Unit(b
 BENCHMARK(BM_GrouperSample)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MergeUnits)->Unit(benchmark::kMillisecond);
 
+// Every grouper on a graph of N ops: a chain in id order and the same chain reversed (consumers
+// before producers in id order), each op with a colocation partner every 8 ops and a side input
+// every 16, so the merges meet both orders. Time should grow near-linearly in N (issue "Hostile
+// input, third round": the single-consumer merge was quadratic, 16 s on a 40k chain).
+//   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Groupings
+OpGraph grouping_bench_graph(int64_t n, bool reversed) {
+  OpGraph g;
+  for (int64_t i = 0; i < n; ++i) {
+    Op op;
+    op.name = "s" + std::to_string(i / 100) + "/op" + std::to_string(i);
+    op.type = "T";
+    op.flops = 1;
+    if (i % 8 == 7) op.colocation = "s" + std::to_string(i / 100) + "/op" + std::to_string(i - 7);
+    g.add_op(std::move(op));
+  }
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    const auto a = static_cast<OpId>(reversed ? i + 1 : i), b = static_cast<OpId>(reversed ? i : i + 1);
+    g.add_edge(a, b, {.bytes = 4});
+    if (i % 16 == 0 && i + 3 < n) g.add_edge(reversed ? static_cast<OpId>(i + 3) : a, reversed ? a : static_cast<OpId>(i + 3), {.bytes = 4});
+  }
+  return g;
+}
+
+void BM_Groupings(benchmark::State& state) {
+  const OpGraph g = grouping_bench_graph(state.range(0), state.range(1) != 0);
+  for (auto _ : state)
+    for (std::string_view name : grouping_names()) {
+      if (name == "metis" || name == "scotch" || name == "module") continue;  // partitioners: their libraries' growth
+      benchmark::DoNotOptimize(make_grouping(g, std::string(name)).num_groups());
+    }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_Groupings)
+    ->ArgNames({"ops", "reversed"})
+    ->Args({10'000, 0})
+    ->Args({100'000, 0})
+    ->Args({1'000'000, 0})
+    ->Args({10'000, 1})
+    ->Args({100'000, 1})
+    ->Args({1'000'000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 }  // namespace
 }  // namespace placelab
 

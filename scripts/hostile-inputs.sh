@@ -216,6 +216,15 @@ scenario twice 'seeds: [3, 3]'
 try "scenario YAML" "\`seeds: [3, 3]\`" 2 "twice.yaml:[0-9]+: seeds\\[\\] = 3: listed twice" "$P" run twice.yaml
 scenario wide 'grouping: metis' 'groups: 4294967297'
 try "scenario YAML" "\`groups: 4294967297\`" 2 "wide.yaml:[0-9]+" "$P" run wide.yaml
+try "model spec" "\`nmt:layers=100000\`" 2 "about [0-9]+ ops .*more than" "$P" simulate --model nmt:layers=100000 --machine k80x4
+try "model spec" "\`bert_base:layers=100000\`" 2 "about [0-9]+ ops .*more than" "$P" simulate --model bert_base:layers=100000 --machine k80x4
+py 'print("name: big\ndevices:")
+for i in range(5000): print(f"  - {{name: gpu:{i}, kind: gpu, peak_flops: 1e13, memory_bandwidth_Bps: 1e11, memory_bytes: 1e9}}")' > five-thousand-gpus.yaml
+try "machine YAML" "5,000 GPUs in one node" 2 "five-thousand-gpus.yaml:[0-9]+: devices = 5000 devices: a machine may hold at most" \
+  "$P" simulate --model cifar10_cnn --machine five-thousand-gpus.yaml
+printf 'name: c\ncluster:\n  node: /etc/passwd\n  nodes: 2\n  network: {bandwidth_Bps: 1 GB/s, latency_s: 1 us}\n' > passwd-node.yaml
+try "machine YAML" "\`/etc/passwd\` as a cluster's node" 2 "passwd-node.yaml:3: cluster.node = /etc/passwd: .*bytes\\)" \
+  "$P" simulate --model cifar10_cnn --machine passwd-node.yaml
 if [[ "$snapshot" != "$(cd outside && find . -printf '%p %s %T@\n' | sort)" ]]; then
   echo "| output paths | the folder beside the output | | **FAILED: something outside the output folder changed** | | |"
   failed=1

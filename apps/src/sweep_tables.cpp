@@ -27,8 +27,12 @@ std::vector<uint64_t> sweep_seeds(const Scenario& s, std::optional<int> seeds) {
 bool scenario_finished(const Scenario& s, const std::vector<uint64_t>& seeds) {
   const fs::path summary = s.output / "summary.json";
   if (!fs::exists(summary)) return false;
-  std::ifstream in(summary);
-  const json j = json::parse(in, nullptr, false);
+  json j;
+  try {
+    j = json::parse(read_text_file(summary), nullptr, false);  // a FIFO or device in its place: not finished
+  } catch (const InputError&) {
+    return false;
+  }
   // Finished with these seeds by this scenario as it is now (an edited one runs again, with
   // --resume keeping each run whose own fingerprint still matches).
   return !j.is_discarded() && j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string() &&
@@ -68,8 +72,12 @@ void write_sweep_tables(const fs::path& dir, const std::string& name, const std:
   std::vector<std::pair<std::string, json>> summaries;
   for (const Scenario& s : scenarios) {
     if (!fs::exists(s.output / "summary.json")) continue;  // a failed or stopped run: the sweep said so
-    std::ifstream in(s.output / "summary.json");
-    const json j = json::parse(in, nullptr, false);
+    json j = json::value_t::discarded;
+    try {
+      j = json::parse(read_text_file(s.output / "summary.json"), nullptr, false);
+    } catch (const InputError&) {
+      // not a regular file: left out with the warning below
+    }
     if (j.is_discarded() || !tabulable(j)) {
       std::cerr << "warning: " << (s.output / "summary.json").string()
                 << ": not a run summary placelab can read; left out of the tables\n";

@@ -140,24 +140,57 @@ namespace {
 // The one group other than `r` that the data edges of `r`'s members lead to (`consumers`) or come
 // from (producers), or `r` itself when there is none or several. Only data edges count: a control
 // edge moves no tensor, so colocating gains nothing.
-uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, const std::vector<OpId>& members, uint32_t r,
-                        bool consumers) {
+// The one group other than r that r's ops send data to (consumers) or receive data from
+// (producers), or r itself when there is none or several. `frontier` holds r's ops that may still
+// have such an edge to another group; an op whose edges of that direction all stay inside r is
+// dropped from it for good (groups only grow), so a long chain collapsed into one group is not
+// rescanned op by op at every later merge — what made this quadratic.
+uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, std::vector<OpId>& frontier, uint32_t r, bool consumers) {
   uint32_t found = r;
   bool several = false;
-  auto visit = [&](OpId other, const Tensor& t) {
-    if (t.control || several) return;
-    const uint32_t g = uf.find(other);
-    if (g == r) return;
-    if (found == r) found = g;
-    else if (found != g) several = true;
-  };
-  for (OpId op : members) {
-    if (consumers) graph.for_each_out_edge(op, visit);
-    else graph.for_each_in_edge(op, visit);
-    if (several) return r;
+  for (std::size_t i = 0; i < frontier.size() && !several;) {
+    bool outside = false;
+    auto visit = [&](OpId other, const Tensor& t) {
+      if (t.control) return;
+      const uint32_t g = uf.find(other);
+      if (g == r) return;
+      outside = true;
+      if (found == r) found = g;
+      else if (found != g) several = true;
+    };
+    if (consumers) graph.for_each_out_edge(frontier[i], visit);
+    else graph.for_each_in_edge(frontier[i], visit);
+    if (outside) {
+      ++i;
+    } else {
+      frontier[i] = frontier.back();
+      frontier.pop_back();
+    }
   }
-  return found;
+  return several ? r : found;
 }
+
+// Groups' op lists as merges grow them: each list moves into the larger one (so an op moves
+// O(log n) times), and per direction the frontier of sole_neighbour.
+struct GroupLists {
+  std::vector<std::vector<OpId>> out_frontier, in_frontier;
+  GroupLists(const OpGraph& graph, UnionFind& uf) : out_frontier(graph.num_ops()), in_frontier(graph.num_ops()) {
+    for (OpId op = 0; op < graph.num_ops(); ++op) {
+      out_frontier[uf.find(op)].push_back(op);
+      in_frontier[uf.find(op)].push_back(op);
+    }
+  }
+  void merge(uint32_t keep, uint32_t gone) {
+    for (auto* lists : {&out_frontier, &in_frontier}) {
+      auto& a = (*lists)[keep];
+      auto& b = (*lists)[gone];
+      if (a.size() < b.size()) a.swap(b);
+      a.insert(a.end(), b.begin(), b.end());
+      b.clear();
+      b.shrink_to_fit();
+    }
+  }
+};
 
 // Mirhoseini et al.'s merge, from the groups `uf` holds: merge a group into its only consumer group
 // and repeat until no group has exactly one consumer group. With `anchored` (indexed by op, true for
@@ -165,8 +198,7 @@ uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, const std::vector<O
 // anchored from then on.
 void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<bool> anchored = {}) {
   const std::size_t n = graph.num_ops();
-  std::vector<std::vector<OpId>> members(n);
-  for (OpId op = 0; op < n; ++op) members[uf.find(op)].push_back(op);
+  GroupLists lists(graph, uf);
   if (!anchored.empty())
     for (OpId op = 0; op < n; ++op)
       if (anchored[op]) anchored[uf.find(op)] = true;  // by representative from here on
@@ -182,32 +214,39 @@ void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<boo
       work.push_back(r);
       queued[r] = true;
     }
+  std::vector<uint32_t> producers;
   while (!work.empty()) {
     const uint32_t r = work.back();
     work.pop_back();
     queued[r] = false;
     if (uf.find(r) != r || (!anchored.empty() && anchored[r])) continue;
-    const uint32_t h = sole_neighbour(graph, uf, members[r], r, /*consumers=*/true);
+    const uint32_t h = sole_neighbour(graph, uf, lists.out_frontier[r], r, /*consumers=*/true);
     if (h == r) continue;
-    std::vector<uint32_t> producers;
-    for (OpId op : members[r])
-      graph.for_each_in_edge(op, [&](OpId src, const Tensor&) { producers.push_back(src); });
+    // r's producer groups (outside r), read before the merge; h among them means h consumed r,
+    // and the merged group may now have one consumer less than h had.
+    producers.clear();
+    (void)sole_neighbour(graph, uf, lists.in_frontier[r], r, /*consumers=*/false);  // prunes the frontier
+    for (OpId op : lists.in_frontier[r])
+      graph.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+        const uint32_t g = uf.find(src);
+        if (g != r) producers.push_back(g);
+      });
+    const bool h_fed_r = std::find(producers.begin(), producers.end(), h) != producers.end();
+    const bool h_pending = queued[h];
     const uint32_t keep = uf.unite(r, h);
     const uint32_t gone = keep == r ? h : r;
     if (!anchored.empty()) anchored[keep] = anchored[r] || anchored[h];
-    auto& dst = members[keep];
-    dst.insert(dst.end(), members[gone].begin(), members[gone].end());
-    members[gone].clear();
-    members[gone].shrink_to_fit();
-    for (OpId p : producers) {
+    lists.merge(keep, gone);
+    for (uint32_t p : producers) {
       const uint32_t pr = uf.find(p);
       if (pr != keep && !queued[pr]) {
         queued[pr] = true;
         work.push_back(pr);
       }
     }
-    // The merged group keeps h's consumer set, but its representative may have changed.
-    if (!queued[keep]) {
+    // The merged group's consumers are h's, less r: it needs a look only if h had not had one
+    // yet or r was among h's consumers.
+    if ((h_pending || h_fed_r) && !queued[keep]) {
       queued[keep] = true;
       work.push_back(keep);
     }
@@ -225,19 +264,17 @@ void merge_sole_producers(const OpGraph& graph, UnionFind& uf, const std::vector
   std::vector<bool> anchored(n, false);
   for (OpId op = 0; op < n; ++op)
     if (anchored_ops[op]) anchored[uf.find(op)] = true;
-  std::vector<std::vector<OpId>> members(n);
-  for (OpId op = 0; op < n; ++op) members[uf.find(op)].push_back(op);
+  GroupLists lists(graph, uf);
   for (bool merged = true; merged;) {
     merged = false;
     for (uint32_t r = 0; r < n; ++r) {
-      if (uf.find(r) != r || anchored[r] || members[r].empty()) continue;
-      const uint32_t producer = sole_neighbour(graph, uf, members[r], r, /*consumers=*/false);
+      if (uf.find(r) != r || anchored[r] || lists.in_frontier[r].empty()) continue;
+      const uint32_t producer = sole_neighbour(graph, uf, lists.in_frontier[r], r, /*consumers=*/false);
       if (producer == r) continue;
       const uint32_t keep = uf.unite(r, producer);
       const uint32_t gone = keep == r ? producer : r;
       anchored[keep] = anchored[r] || anchored[producer];
-      members[keep].insert(members[keep].end(), members[gone].begin(), members[gone].end());
-      members[gone].clear();
+      lists.merge(keep, gone);
       merged = true;
     }
   }

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "generators.h"
 #include "placelab/graph/error.h"
 
 namespace placelab::models {
@@ -176,6 +177,7 @@ struct TrainingGraphBuilder::Impl {
                           const std::vector<Value>& inputs, const std::vector<Shape>& outputs,
                           GradFn grad = {}, bool differentiable = true) {
     PLACELAB_CHECK(!finished) << "builder used after finish()";
+    check_size();
     NodeRec n;
     std::string p = prefix();
     n.op.name = unique_name(p.empty() ? std::string(base) : p + "/" + std::string(base));
@@ -360,8 +362,18 @@ struct TrainingGraphBuilder::Impl {
                  });
   }
 
+  // A spec can ask for any number of layers or steps: the build stops at kMaxModelOps nodes
+  // (with the bound in the message) instead of running until memory is gone.
+  void check_size() const {
+    if (nodes.size() >= detail::kMaxModelOps)
+      throw InputError("more than " + std::to_string(detail::kMaxModelOps) +
+                       " ops, the most a zoo model is built with (fewer layers, a shorter sequence or a smaller "
+                       "vocabulary)");
+  }
+
   Value variable(std::string_view name, Shape shape, bool trainable) {
     PLACELAB_CHECK(phase != Phase::kBackward) << "variables are created in the forward description or by updates";
+    check_size();
     int64_t bytes = num_elements(shape) * kFloatBytes;
     std::string p = prefix();
     std::string var_name = unique_name(p.empty() ? std::string(name) : p + "/" + std::string(name));

@@ -9,6 +9,11 @@
 
 namespace placelab::models::detail {
 
+// The most nodes a zoo model is built with (a 1,000-layer NMT would otherwise build until memory is
+// gone): make_model refuses a spec whose estimate exceeds it before building, and the builder
+// stops at it whatever the estimate said. GNMT-8, the largest paper graph, has 43,884 ops.
+inline constexpr std::size_t kMaxModelOps = 1'000'000;
+
 // Every option of a model with its value, already validated by make_model.
 struct GenOptions {
   std::map<std::string, std::string> values;

@@ -1,6 +1,8 @@
 #include "placelab/models/zoo.h"
 
 #include <functional>
+#include <map>
+#include <mutex>
 
 #include "generators.h"
 #include "placelab/graph/error.h"
@@ -46,6 +48,9 @@ ModelOption integer(std::string key, int64_t def, std::string description) {
 struct Entry {
   ModelInfo info;
   std::function<void(TrainingGraphBuilder&, const GenOptions&)> build;
+  // The integer options the op count grows in proportion to (an unrolled RNN's layers and steps, a
+  // transformer's layers): make_model estimates a spec's ops from the default's before building.
+  std::vector<std::string> scales_ops = {};
 };
 
 const std::vector<Entry>& entries() {
@@ -92,7 +97,7 @@ const std::vector<Entry>& entries() {
                    integer("hidden", 1024, "LSTM units"),
                    integer("seq", 40, "unrolled time steps"), integer("vocab", 10000, "vocabulary (PTB)")},
                   ExpertStrategy::kLayerPerGpu},
-                 detail::build_rnnlm});
+                 detail::build_rnnlm, {"layers", "seq"}});
     e.push_back({{"nmt",
                   "attentional LSTM encoder-decoder (legacy TF seq2seq attention decoder; Post: 2/4/8 layers, "
                   "batch 64, WMT16 as tensorflow/nmt prepares it; Mirhoseini 2017's: seq=40,vocab=32000)",
@@ -104,7 +109,7 @@ const std::vector<Entry>& entries() {
                    integer("seq", 50, "source and target length (WMT16, tensorflow/nmt: 50; Mirhoseini: 40)"),
                    integer("vocab", 36549, "BPE vocabulary of each language (WMT16 vocab.bpe.32000; Mirhoseini: 32000)")},
                   ExpertStrategy::kLayerPerGpu},
-                 detail::build_nmt});
+                 detail::build_nmt, {"layers", "seq"}});
     e.push_back({{"gnmt",
                   "GNMT as in tensorflow/nmt (EAGLE: 4 layers, batch 256; wmt16_gnmt_4_layer.json otherwise): "
                   "bidirectional first encoder layer, residual layers, Bahdanau attention from the bottom decoder "
@@ -118,7 +123,7 @@ const std::vector<Entry>& entries() {
                    integer("seq", 50, "source and target length (EAGLE: 20 to 50; wmt16_gnmt_4_layer.json: 50)"),
                    integer("vocab", 36549, "BPE vocabulary of each language (tensorflow/nmt's WMT16 vocab.bpe.32000)")},
                   ExpertStrategy::kLayerPerGpu},
-                 detail::build_gnmt});
+                 detail::build_gnmt, {"layers", "seq"}});
     e.push_back({{"bert_base",
                   "BERT-Base fine-tuning on SQuAD as Google's run_squad.py (EAGLE: seq 384, batch 24)",
                   {batch(24, "EAGLE"), optimizer("adamw"), granularity_option(), shape_ops(),
@@ -126,7 +131,7 @@ const std::vector<Entry>& entries() {
                    integer("heads", 12, "attention heads"), integer("seq", 384, "sequence length"),
                    integer("vocab", 30522, "WordPiece vocabulary (uncased)"), framework()},
                   ExpertStrategy::kSingleGpu},
-                 detail::build_bert});
+                 detail::build_bert, {"layers"}});
     return e;
   }();
   return kEntries;
@@ -198,6 +203,24 @@ const ModelInfo* find_model(std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
+// The op count of `entry` at its defaults, built once per model and process.
+std::size_t default_op_count(const Entry& entry) {
+  static std::mutex mutex;
+  static std::map<std::string, std::size_t> counts;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = counts.find(entry.info.name); it != counts.end()) return it->second;
+  }
+  const std::size_t n = make_model(ModelSpec{entry.info.name, {}}).graph.num_ops();
+  const std::lock_guard<std::mutex> lock(mutex);
+  counts[entry.info.name] = n;
+  return n;
+}
+
+}  // namespace
+
 Model make_model(const ModelSpec& spec) {
   const Entry* entry = nullptr;
   std::vector<std::string> names;
@@ -258,8 +281,27 @@ Model make_model(const ModelSpec& spec) {
   // cifar10.train(): apply_gradients with the global step, an exponentially decayed learning rate,
   // the averages' decay from num_updates = global_step, and _add_loss_summaries' loss averages.
   bo.global_step = bo.exponential_decay_learning_rate = bo.loss_moving_averages = spec.name == "cifar10_cnn";
+  // A spec far above the defaults is refused before it is built: the default's op count (built once
+  // per model) times the growth of the options the count is proportional to.
+  double growth = 1;
+  for (const std::string& key : entry->scales_ops) {
+    for (const ModelOption& opt : entry->info.options)
+      if (opt.key == key) growth *= static_cast<double>(o.integer(key)) / static_cast<double>(*parse_number<int64_t>(opt.default_value));
+  }
+  if (growth > 1) {
+    const double estimate = static_cast<double>(default_op_count(*entry)) * growth;
+    if (estimate > static_cast<double>(detail::kMaxModelOps))
+      throw InputError("model '" + spec.to_string() + "': about " + std::to_string(static_cast<int64_t>(estimate)) + " ops (" +
+                       std::to_string(default_op_count(*entry)) + " at the defaults), more than " +
+                       std::to_string(detail::kMaxModelOps) + ", the most a zoo model is built with (fewer layers or a "
+                       "shorter sequence)");
+  }
   TrainingGraphBuilder b(bo);
-  entry->build(b, o);
+  try {
+    entry->build(b, o);
+  } catch (const InputError& e) {
+    throw InputError("model '" + spec.to_string() + "': " + e.what());
+  }
   Model m;
   m.spec = {spec.name, o.values};
   m.stats = b.stats();

@@ -371,6 +371,27 @@ TEST_F(ClusterYaml, ComposesTheNodeFileRelativeToTheClusterFile) {
   EXPECT_EQ(parse_machine_yaml(text(4, "  node: k80x4"), origin()).num_devices(), 20u);
 }
 
+// Sizes are bounded before any route is searched, and a value is echoed in at most 60 bytes: a file
+// that is one long scalar is named, not printed back.
+TEST(MachineYaml, DeviceCountIsBoundedAndLongValuesAreCut) {
+  std::string big = "name: big\ndevices:\n";
+  for (int i = 0; i < 5000; ++i)
+    big += "  - {name: gpu:" + std::to_string(i) + ", kind: gpu, peak_flops: 1e13, memory_bandwidth_Bps: 1e11, memory_bytes: 1e9}\n";
+  try {
+    parse_machine_yaml(big, "big.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "big.yaml:3: devices = 5000 devices: a machine may hold at most 4096 devices");
+  }
+  try {
+    parse_machine_yaml(std::string(100000, 'a'), "scalar.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("... (100000 bytes)"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ClusterYaml, ErrorsNameFileLineFieldValueAndRule) {
   EXPECT_EQ(error(4, "  node: nosuch"),
             "c.yaml:4: cluster.node = nosuch: not a preset or a machine file; presets: " + [] {

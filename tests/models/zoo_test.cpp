@@ -58,6 +58,17 @@ TEST(ModelZoo, InputErrorsNameTheValidChoices) {
   EXPECT_NE(bad_choice.find("sgd, momentum, rmsprop, adam"), std::string::npos) << bad_choice;
 }
 
+// A spec that would build far more ops than any graph placelab can use is refused before the build
+// (the default's op count times the growth of layers and steps), with the estimate in the message.
+TEST(ModelZoo, SpecsOfTooManyOpsAreRefusedBeforeTheBuild) {
+  for (const char* spec : {"nmt:layers=100000", "rnnlm:seq=100000", "bert_base:layers=100000", "gnmt:layers=4,seq=100000"}) {
+    const std::string e = error_of(spec);
+    EXPECT_NE(e.find("ops ("), std::string::npos) << spec << ": " << e;
+    EXPECT_NE(e.find("more than 1000000, the most a zoo model is built with"), std::string::npos) << spec << ": " << e;
+  }
+  EXPECT_GT(make_model(ModelSpec::parse("bert_base:layers=24")).graph.num_ops(), 10000u);  // twice the default: built
+}
+
 TEST(ModelZoo, RegistryListsEveryModelWithDefaults) {
   std::set<std::string> names;
   for (const ModelInfo& m : model_zoo()) {
