@@ -225,6 +225,20 @@ try "machine YAML" "5,000 GPUs in one node" 2 "five-thousand-gpus.yaml:[0-9]+: d
 printf 'name: c\ncluster:\n  node: /etc/passwd\n  nodes: 2\n  network: {bandwidth_Bps: 1 GB/s, latency_s: 1 us}\n' > passwd-node.yaml
 try "machine YAML" "\`/etc/passwd\` as a cluster's node" 2 "passwd-node.yaml:3: cluster.node = /etc/passwd: .*bytes\\)" \
   "$P" simulate --model cifar10_cnn --machine passwd-node.yaml
+sed '0,/"cat": "kernel", \(.*\)"dur": [0-9.]*/s//"cat": "kernel", \1"dur": 1e15/' "$seed_trace" > kernel-1e15.json
+try "Kineto trace" "a kernel of \`dur: 1e15\` µs" 2 "kernel-1e15.json:[0-9]+: dur = 1e\\+15" \
+  "$P" calibrate --backend trace --trace kernel-1e15.json --machine dgx1 --out cal.yaml
+sed '0,/"dur": 80/s//"dur": -80/' "$seed_trace" > negative-dur.json
+try "Kineto trace" "an event of \`dur: -80\`" 2 "negative-dur.json:[0-9]+: dur = -80" \
+  "$P" calibrate --backend trace --trace negative-dur.json --machine dgx1 --out cal.yaml
+"$P" sweep slow.yaml --name busy > /dev/null 2>&1 &
+first=$!
+for _ in $(seq 50); do [[ -s results/sweep-busy/.lock ]] && break; sleep 0.1; done
+try "sweep" "a second sweep of the same \`--name\` while the first runs" 2 "sweep-busy: another placelab run \\(process $first\\)" \
+  "$P" sweep slow.yaml --name busy
+kill "$first" 2> /dev/null
+wait "$first" 2> /dev/null
+pkill -f "placelab run slow.yaml" 2> /dev/null
 if [[ "$snapshot" != "$(cd outside && find . -printf '%p %s %T@\n' | sort)" ]]; then
   echo "| output paths | the folder beside the output | | **FAILED: something outside the output folder changed** | | |"
   failed=1

@@ -153,55 +153,6 @@ std::optional<Stats> stats_of(const std::vector<double>& xs) {
   return s;
 }
 
-// The output folder's lock, held for the whole run: two runs writing one folder would interleave
-// their run files and checkpoints and clear each other's. A whole run holds `.lock` alone; the
-// one-seed runs of a distributed sweep share it, each holding its seed's `.lock-seed<N>` alone
-// (waiting for it: a rank given up for dead may still be stopping that seed's earlier run).
-// flock() is released by the kernel when the process ends, however it ends; the file keeps the
-// holder's pid for the second run's message.
-class OutputLock {
- public:
-  OutputLock(const fs::path& folder, std::optional<uint64_t> only_seed) : folder_(folder) {
-    take(folder / ".lock", only_seed ? LOCK_SH : LOCK_EX, fd_);
-    if (only_seed) take(folder / (".lock-seed" + std::to_string(*only_seed)), LOCK_EX, seed_fd_, /*wait=*/true);
-  }
-  ~OutputLock() {
-    if (seed_fd_ >= 0) ::close(seed_fd_);
-    ::close(fd_);
-  }
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-
- private:
-  void take(const fs::path& path, int mode, int& fd, bool wait = false) {
-    // O_NOFOLLOW: a lock file that is a link would have this run truncate and write whatever it points at.
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0)
-      throw InputError(path.string() + ": cannot open the run's lock file: " +
-                       (errno == ELOOP ? std::string("it is a symbolic link (remove it)") : std::strerror(errno)));
-    if (::flock(fd, mode | (wait ? 0 : LOCK_NB)) != 0) {
-      const int err = errno;
-      char pid[32] = {};
-      const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
-      ::close(fd);
-      fd = -1;
-      if (err == EWOULDBLOCK)
-        throw InputError(folder_.string() + ": another placelab run" +
-                         (n > 0 ? std::string(" (process ") + std::string(pid, static_cast<std::size_t>(n)) + ")" : std::string()) +
-                         " is writing its results here; wait for it, or give this run another --output");
-      throw InputError(path.string() + ": cannot lock: " + std::strerror(err));
-    }
-    if (mode == LOCK_SH) return;  // shared: the file names the whole run's holder only
-    const std::string me = std::to_string(::getpid());
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
-      // The lock holds without the pid; a second run's message just cannot name the process.
-    }
-  }
-
-  fs::path folder_;
-  int fd_ = -1, seed_fd_ = -1;
-};
-
 }  // namespace
 
 std::unique_ptr<Environment> make_verify_environment(const Scenario& s, const OpGraph& g, const MachineSource& ms) {
@@ -683,6 +634,42 @@ void ScenarioRunner::write_outputs() {
 
 }  // namespace
 
+OutputLock::OutputLock(const fs::path& folder, std::optional<uint64_t> only_seed, std::string hint)
+    : folder_(folder), hint_(std::move(hint)) {
+  take(folder / ".lock", only_seed ? LOCK_SH : LOCK_EX, fd_);
+  if (only_seed) take(folder / (".lock-seed" + std::to_string(*only_seed)), LOCK_EX, seed_fd_, /*wait=*/true);
+}
+
+OutputLock::~OutputLock() {
+  if (seed_fd_ >= 0) ::close(seed_fd_);
+  ::close(fd_);
+}
+
+void OutputLock::take(const fs::path& path, int mode, int& fd, bool wait) {
+  // O_NOFOLLOW: a lock file that is a link would have this run truncate and write whatever it points at.
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    throw InputError(path.string() + ": cannot open the run's lock file: " +
+                     (errno == ELOOP ? std::string("it is a symbolic link (remove it)") : std::strerror(errno)));
+  if (::flock(fd, mode | (wait ? 0 : LOCK_NB)) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    ::close(fd);
+    fd = -1;
+    if (err == EWOULDBLOCK)
+      throw InputError(folder_.string() + ": another placelab run" +
+                       (n > 0 ? std::string(" (process ") + std::string(pid, static_cast<std::size_t>(n)) + ")" : std::string()) +
+                       " is writing its results here; wait for it, or " + hint_);
+    throw InputError(path.string() + ": cannot lock: " + std::strerror(err));
+  }
+  if (mode == LOCK_SH) return;  // shared: the file names the whole run's holder only
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+    // The lock holds without the pid; a second run's message just cannot name the process.
+  }
+}
+
 RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   std::vector<uint64_t> seeds = seeds_to_run(s, opt);
   const bool resume = opt.resume || opt.only_seed.has_value();
@@ -694,7 +681,7 @@ RunOutcome run_scenario(const Scenario& s, const RunOptions& opt) {
   // write, files outside the output folder.
   if (fs::is_symlink(out / "runs", made) || !fs::is_directory(fs::symlink_status(out / "runs", made)))
     throw InputError((out / "runs").string() + ": not a folder of this output but a link or a file (remove it)");
-  const OutputLock lock(out, opt.only_seed);
+  const OutputLock lock(out, opt.only_seed, "give this run another --output");
   if (!resume) {
     // A fresh run must not mix with an earlier run's per-seed results or checkpoints.
     for (const auto& e : fs::directory_iterator(out / "runs")) fs::remove(e.path());

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "placelab/hwmodels/machine_source.h"
 #include "placelab/sim/environment.h"
@@ -42,6 +43,27 @@ struct RunOutcome {
 // its checkpoints written (a fresh run first removes the folder's old summary.json and per-run
 // files, so a stopped run never leaves an earlier run's summary looking current).
 RunOutcome run_scenario(const Scenario& scenario, const RunOptions& options);
+
+// An output folder's lock, held while a run or a sweep writes it: two writers of one folder would
+// interleave their files and clear each other's. A whole run (or sweep) holds `.lock` alone; the
+// one-seed runs of a distributed sweep share it, each holding its seed's `.lock-seed<N>` alone
+// (waiting for it: a rank given up for dead may still be stopping that seed's earlier run).
+// flock() is released by the kernel when the process ends, however it ends; the file keeps the
+// holder's pid for the second writer's message, which ends with `hint` ("give this run another
+// --output"). The lock file is opened without following a link (InputError when it is one).
+class OutputLock {
+ public:
+  OutputLock(const std::filesystem::path& folder, std::optional<uint64_t> only_seed, std::string hint);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  void take(const std::filesystem::path& path, int mode, int& fd, bool wait = false);
+  std::filesystem::path folder_;
+  std::string hint_;
+  int fd_ = -1, seed_fd_ = -1;
+};
 
 // The scenario's verification on hardware (`verify:`), or null when it has none. Throws InputError
 // (with the scenario's line) when the machine cannot take it.

@@ -24,6 +24,7 @@
 #include "distributed.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "run.h"
 
 extern char** environ;
 
@@ -108,6 +109,8 @@ void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, 
   for (const auto& f : files) scenarios.push_back(read_scenario(f));  // all validated before anything runs
   const fs::path dir = fs::path("results") / ("sweep-" + name);
   fs::create_directories(dir / "logs");
+  // A second sweep of the same name would truncate this one's logs and rewrite its tables.
+  const OutputLock lock(dir, std::nullopt, "give this sweep another --name");
 
   std::size_t next = 0, running = 0, failed = 0, stopped_runs = 0;
   std::map<pid_t, std::size_t> children;

@@ -47,7 +47,9 @@ void ReinforceOptions::validate() const {
 namespace {
 void validate_ppo_fields(const char* o, int sga_steps, double learning_rate, double beta_init, double kl_target,
                          double baseline_decay, double oom_time_s) {
-  require(sga_steps >= 1, o, "sga_steps", std::to_string(sga_steps), "must be >= 1");
+  // An update's loop: bounded, so that no value makes one update run for ever (and SIGTERM, read
+  // between updates, is honoured).
+  require(sga_steps >= 1 && sga_steps <= 1000, o, "sga_steps", std::to_string(sga_steps), "must be in [1, 1000]");
   require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", num(learning_rate), "must be > 0");
   require(beta_init > 0 && std::isfinite(beta_init), o, "beta_init", num(beta_init), "must be > 0");
   require(kl_target > 0 && std::isfinite(kl_target), o, "kl_target", num(kl_target), "must be > 0");
@@ -467,7 +469,7 @@ const OptionTable<PostOptions>& post_options() {
   static const OptionTable<O> kTable(
       "post", {{"ppo_every", &O::ppo_every, ">= 1", "K: a PPO update every K samples, unless it is also a CE sample"},
                {"ce_every", &O::ce_every, ">= 1 and a multiple of ppo_every", "N: a cross-entropy update every N samples"},
-               {"sga_steps", &O::sga_steps, ">= 1", "gradient ascent steps on Post Eq. 11 per PPO update"},
+               {"sga_steps", &O::sga_steps, "in [1, 1000]", "gradient ascent steps on Post Eq. 11 per PPO update"},
                {"learning_rate", &O::learning_rate, "> 0", "SGA step size on the logits"},
                {"beta_init", &O::beta_init, "> 0", "initial KL penalty coefficient β, adapted after each PPO update"},
                {"kl_target", &O::kl_target, "> 0", "β halves when the KL is below target/1.5, doubles above 1.5·target"},
@@ -483,7 +485,7 @@ const OptionTable<PpoOptions>& ppo_options() {
   using O = PpoOptions;
   static const OptionTable<O> kTable(
       "ppo", {{"samples_per_update", &O::samples_per_update, ">= 1", "K: a PPO update every K samples"},
-              {"sga_steps", &O::sga_steps, ">= 1", "gradient ascent steps on Post Eq. 11 per update"},
+              {"sga_steps", &O::sga_steps, "in [1, 1000]", "gradient ascent steps on Post Eq. 11 per update"},
               {"learning_rate", &O::learning_rate, "> 0", "SGA step size on the logits"},
               {"beta_init", &O::beta_init, "> 0", "initial KL penalty coefficient β, adapted after each update"},
               {"kl_target", &O::kl_target, "> 0", "β halves when the KL is below target/1.5, doubles above 1.5·target"},

@@ -1,6 +1,7 @@
 #include "placelab/profiler/trace_import.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <array>
 #include <cctype>
 #include <cmath>
@@ -658,6 +659,42 @@ KinetoScan scan_kineto(const json& events, Collected& c, std::string_view step_m
   }
   s.steps = std::move(innermost);
   return s;
+}
+
+// Every complete event's times are physical: `ts` finite, `dur` finite, >= 0 and at most a day
+// (8.64e10 µs), and no longer than the trace's events span plus a second. A kernel of 10^15 µs,
+// or a negative one, would otherwise become a calibration that predicts 10^11-s steps. The line of
+// the first offending event is named.
+std::string microseconds_text(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", us);
+  return buf;
+}
+
+void check_event_times(const json& events, std::string_view text, std::string_view origin, std::string_view pointer) {
+  constexpr double kMaxDurationUs = 86400e6;
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const json& e : events)
+    if (e.is_object())
+      if (auto ts = number_of(e.value("ts", json())); ts && std::isfinite(*ts)) {
+        first = std::min(first, *ts);
+        last = std::max(last, *ts);
+      }
+  const double bound = std::isfinite(first) ? std::min(kMaxDurationUs, last - first + 1e6) : kMaxDurationUs;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    if (!e.is_object() || arg_string(e, "ph") != "X") continue;
+    const auto at = [&] { return JsonLocator(text).line_of(std::string(pointer) + "/" + std::to_string(i)); };
+    const std::optional<double> ts = number_of(e.value("ts", json()));
+    if (ts && !std::isfinite(*ts)) fail(origin, at(), "ts = " + microseconds_text(*ts) + ": must be a finite time (µs)");
+    const std::optional<double> dur = number_of(e.value("dur", json()));
+    if (!dur) continue;
+    if (!std::isfinite(*dur) || *dur < 0 || *dur > bound)
+      fail(origin, at(),
+           "dur = " + microseconds_text(*dur) + " µs: must be >= 0 and at most " + microseconds_text(bound) +
+               " µs (the trace's events span " + microseconds_text(std::isfinite(first) ? last - first : 0.0) +
+               " µs, plus a second)");
+  }
 }
 
 CopyRec copy_of(const json& e, const Launch* launch) {
@@ -1561,6 +1598,7 @@ TraceImport import_trace_text(std::string_view text, std::string_view origin, co
     JsonLocator where(text);
     fail(origin, where.line_of("/traceEvents"), "traceEvents: must be an array");
   }
+  check_event_times(*events, text, origin, root.is_array() ? "" : "/traceEvents");
 
   TraceFormat format = options.format;
   if (format == TraceFormat::kAuto) {

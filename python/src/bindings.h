@@ -43,7 +43,13 @@ struct PySimulator {
 
 // A 1-D integer array (or sequence) of one device per op, checked against the op and device
 // counts; throws InputError "placement[3] = 7: must be a device id < 4" as check_placement does.
-Placement to_placement(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& array,
+// Device ids as Python gave them, as int64: integer arrays and lists as they are; a float array only
+// when every entry is a finite whole number (else InputError "<what>[i] = 1.5: must be a whole
+// device id", never a silent truncation, nor NaN read as a huge negative id); anything else is
+// an InputError naming `what`.
+using DeviceIdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+DeviceIdArray device_id_array(const py::handle& object, const std::string& what);
+Placement to_placement(const DeviceIdArray& array,
                        std::size_t num_ops, std::size_t num_devices);
 // Copies n device ids from Python integers into `out`, each checked to be < num_devices; on a bad
 // one throws InputError "<where(i)> = 7: must be a device id < 4". One check for to_placement and

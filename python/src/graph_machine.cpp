@@ -1,5 +1,6 @@
 // placelab.Graph (a zoo model, a graph JSON file or an ONNX import) and placelab.Machine (a
 // preset, a machine YAML or a calibrated machine file), loaded by the command line's own code.
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,7 +16,28 @@
 
 namespace placelab::python {
 
-Placement to_placement(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& array,
+DeviceIdArray device_id_array(const py::handle& object, const std::string& what) {
+  py::array a = py::array::ensure(object);
+  if (!a) throw InputError(what + ": must be an array of device ids");
+  const char kind = a.dtype().kind();
+  if (kind == 'f') {
+    const auto values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+    const double* v = values.data();
+    for (py::ssize_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(v[i]) || v[i] != std::floor(v[i])) {
+        std::string msg = what + "[" + std::to_string(i) + "] = ";
+        msg += py::str(py::float_(v[i])).cast<std::string>();
+        msg += ": must be a whole device id";
+        throw InputError(msg);
+      }
+  } else if (kind != 'i' && kind != 'u') {
+    throw InputError(what + ": must be an array of integer device ids, not of dtype " +
+                     py::str(a.dtype()).cast<std::string>());
+  }
+  return DeviceIdArray::ensure(a);
+}
+
+Placement to_placement(const DeviceIdArray& array,
                        std::size_t num_ops, std::size_t num_devices) {
   if (array.ndim() != 1) {
     std::string msg = "placement: a 1-D array of one device per op, got ";

@@ -26,7 +26,7 @@ py::array_t<T> column(const Records& records, F field) {
   return out;
 }
 
-using IntArray2d = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using IntArray2d = DeviceIdArray;
 
 // Copies the rows of `placements` into sim.batch (reusing its vectors), checking every entry.
 void fill_batch(PySimulator& s, const IntArray2d& placements) {
@@ -63,7 +63,8 @@ void fill_batch(PySimulator& s, const IntArray2d& placements) {
   }
 }
 
-py::tuple simulate_batch(PySimulator& s, const IntArray2d& placements, int threads) {
+py::tuple simulate_batch(PySimulator& s, const py::object& placements_object, int threads) {
+  const IntArray2d placements = device_id_array(placements_object, "placements");
   if (threads < 0) {
     std::string msg = "threads = ";
     msg += std::to_string(threads);
@@ -165,8 +166,9 @@ void bind_simulator(py::module_& m) {
            "Prepares the graph for the machine's cost model. Raises InputError for a cyclic graph.")
       .def(
           "simulate",
-          [](PySimulator& s, const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& placement) {
-            const Placement p = to_placement(placement, s.sim.num_ops(), s.machine->machine.num_devices());
+          [](PySimulator& s, const py::object& placement) {
+            const Placement p = to_placement(device_id_array(placement, "placement"), s.sim.num_ops(),
+                                             s.machine->machine.num_devices());
             PyResult out{{}, s.machine};
             {
               // The mutex is only ever awaited without the GIL (simulate_batch takes the GIL

@@ -76,3 +76,18 @@ def test_scenario_runs_from_eight_threads(small_graph, tmp_path):
 
     serial = run(100)
     assert in_threads(run, repeat=1) == [serial] * THREADS
+
+
+def test_device_ids_are_whole_numbers_never_truncated(small_graph, k80x4):
+    """A float placement is taken only when every entry is a whole number; 1.5 or NaN is the
+    user's error (before, 1.5 ran as 1 and NaN as a huge negative id)."""
+    sim = pl.Simulator(small_graph, k80x4)
+    p = np.zeros(small_graph.num_ops, dtype=np.int64)
+    assert sim.simulate(p.astype(float)).step_time_s == sim.simulate(p).step_time_s == sim.simulate(list(p)).step_time_s
+    for bad, message in ((p + 0.5, r"placement\[0\] = 0.5: must be a whole device id"),
+                         (np.full(small_graph.num_ops, np.nan), r"placement\[0\] = nan"),
+                         (p.astype(str), "must be an array of integer device ids")):
+        with pytest.raises(pl.InputError, match=message):
+            sim.simulate(bad)
+    with pytest.raises(pl.InputError, match=r"placements\[0\] = 1.5"):
+        sim.simulate_batch(np.full((2, small_graph.num_ops), 1.5))

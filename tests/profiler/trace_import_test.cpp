@@ -194,6 +194,30 @@ TEST(TraceImport, RejectsWhatIsNoTrace) {
   fs::remove(corrupt);
 }
 
+// Durations no GPU can have: negative, or longer than a day or than the trace's own span (plus a
+// second), refused with the event's line before they become a calibration.
+TEST(TraceImport, UnphysicalDurationsAreRefusedWithTheirLine) {
+  const auto events = [](const std::string& dur) {
+    return "{\"traceEvents\": [\n"
+           "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 0, \"tid\": 1, \"ts\": 0, \"dur\": 50},\n"
+           "  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"pid\": 0, \"tid\": 7, \"ts\": 10, \"dur\": " +
+           dur + "}\n]}";
+  };
+  for (const char* dur : {"-1", "1e15", "2000000"}) {
+    try {
+      import_trace_text(events(dur), "t.json");
+      ADD_FAILURE() << "dur " << dur << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("t.json:3: dur = "), std::string::npos) << e.what();
+    }
+  }
+  try {  // within the trace's span plus a second: not refused for its duration
+    import_trace_text(events("999000"), "t.json");
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find("dur ="), std::string::npos) << e.what();
+  }
+}
+
 // Numbers no parser should trust: a timestamp beyond double's range is an InputError with its
 // line (nlohmann's out_of_range was an internal error), and a ProfilerStep# or device number beyond
 // int64_t is no number (std::stoll threw) — the trace still imports.
