@@ -23,6 +23,7 @@
 #include "placelab/graph/numbers.h"
 #include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/machine_io.h"
+#include "placelab/profiler/activity.h"
 #include "placelab/profiler/cpu_calibrator.h"
 #include "placelab/profiler/cpu_executor.h"
 #include "placelab/profiler/trace_import.h"
@@ -197,6 +198,7 @@ CalibratedMachine calibrate_this_node(const CalibrateArgs& a) {
   else if (a.clock != "wall") throw InputError("--clock " + a.clock + ": must be wall or thread");
   const bool tty = isatty(fileno(stderr)) != 0;
   std::string last_stage;
+  const ActivityMeter meter;
   CalibrationResult r = calibrate_cpu(o, [&](const CalibrationProgress& p) {
     if (tty)
       fmt::print(stderr, "\r{:<9} {:>5}/{:<5} {:<70.70}", p.stage, p.done, p.total, p.item);
@@ -216,6 +218,10 @@ CalibratedMachine calibrate_this_node(const CalibrateArgs& a) {
     if (!dc.cores.empty()) dc.probe_s = time_drift_probe(dc.cores);
   fmt::print("calibrated {} CPU device(s) of this machine in {:.1f} s{}\n", r.machine.num_devices(), r.elapsed_s,
              r.pinned ? "" : " (WARNING: some threads could not be pinned to their cores)");
+  // The calibration is written either way (it took minutes); a busy machine is said, loudly.
+  if (const MachineActivity act = meter.stop(); !act.reliable())
+    fmt::print(stderr, "WARNING: {}: these kernel times measure the neighbours too; calibrate again on a quiet machine\n",
+               act.describe());
   return {std::move(r.machine), std::move(r.calibration)};
 }
 
@@ -309,6 +315,7 @@ struct VerifyArgs {
   std::string graph, model, machine, backend = "cpu";
   std::string torch_model, torch_args;  // --backend torch: the model placelab.torch builds, and its flags
   std::string cpu_machine;              // --backend torch without the GPUs: the machine whose CPU predicts the one-device step
+  bool allow_unreliable = false;        // report the figures of a measurement on a busy machine
   std::vector<std::string> placements;  // empty: single_cpu
   int steps = 11;
   int rounds = 1;
@@ -505,6 +512,7 @@ void run_verify(VerifyArgs a) {
   for (const std::string& spec : a.placements) ps.push_back(resolve_placement(spec, g, *ms));
   std::vector<ExecutionResult> measured;
   std::vector<ProbeDrift> drift;
+  std::optional<MachineActivity> activity;  // the CPU backend's: what else ran while it measured
   // --in-situ: the calibration with this graph's kernels re-timed inside steps, interleaved with
   // the placements' rounds; the prediction uses it instead of the file's.
   std::optional<Calibration> in_situ;
@@ -519,6 +527,7 @@ void run_verify(VerifyArgs a) {
     CpuExecutor exec(g.graph, ms->machine, eo);
     if (ms->calibration) drift = probe_devices(*ms->calibration);
     const bool progress = isatty(fileno(stderr)) != 0 && (ps.size() * static_cast<std::size_t>(a.rounds) > 1 || a.in_situ);
+    const ActivityMeter meter;
     const auto after_run = [&](int round, std::size_t i) {
       if (progress)
         fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1, ps.size(),
@@ -539,6 +548,15 @@ void run_verify(VerifyArgs a) {
     }
     if (progress) fmt::print(stderr, "\r{:<80}\r", "");
     for (ProbeDrift& d : drift) d.after_s = time_drift_probe(d.device->cores);
+    activity = meter.stop();
+    // A fidelity figure measured among busy neighbours measures them: refused unless asked for.
+    if (!activity->reliable() && !a.allow_unreliable) {
+      fmt::print(stderr,
+                 "placelab: the measurement is not to be trusted: {}; re-run on a quiet machine, or pass "
+                 "--allow-unreliable to report it anyway\n",
+                 activity->describe());
+      throw QuietExit{3};
+    }
   } else if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
     if (a.in_situ) throw InputError("--in-situ: only with --backend cpu");
@@ -565,8 +583,13 @@ void run_verify(VerifyArgs a) {
       file_reports.push_back(compare_step(file_sim.simulate(ps[i]), measured[i], ms->machine));
   }
   const std::string cost_text = cost.describe() + (in_situ ? "; this graph's kernels re-timed in situ, interleaved with the rounds" : "");
-  const nlohmann::json header = {
+  nlohmann::json header = {
       {"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", cost_text}, {"in_situ", in_situ.has_value()}};
+  if (activity && activity->known) {
+    header["machine_activity"] = {{"others", activity->others}, {"steal", activity->steal}, {"cpus", activity->cpus},
+                                  {"reliable", activity->reliable()}};
+    if (!activity->reliable() && !a.json) fmt::print("UNRELIABLE (--allow-unreliable): {}\n\n", activity->describe());
+  }
   if (ps.size() > 1) {
     if (!a.json)
       fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\n\n", g.label, g.graph.num_ops(), ms->machine.name,
@@ -695,6 +718,9 @@ void add_calibrate_commands(CLI::App& app) {
                 "predict with these in-step kernel times instead of the file's, so the machine's drift since "
                 "calibration does not count as model error (the step times of the placements are not used)");
   ver->add_flag("--json", va->json, "Print JSON: predicted_s, measured_s, error, per-device busy time");
+  ver->add_flag("--allow-unreliable", va->allow_unreliable,
+                "cpu: report the figures even when other processes or the hypervisor took more than a quarter of the "
+                "CPUs' time while they were measured (refused otherwise, exit status 3)");
   ver->add_flag("--by-type", va->by_type, "Also compare predicted and measured kernel time per op type (last step)");
   ver->footer(
       "Examples:\n  placelab verify --model cifar10_cnn:batch=8 --machine hwmodels/calibrated/localhost.yaml \\\n"

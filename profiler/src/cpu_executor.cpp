@@ -18,6 +18,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
+#include "placelab/profiler/activity.h"
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/executor_buffers.h"
 
@@ -378,8 +379,13 @@ std::vector<Measurement> CpuExecutorEnvironment::evaluate(std::span<const Placem
   std::vector<Measurement> out;
   out.reserve(placements.size());
   for (const Placement& p : placements) {
+    const ActivityMeter meter;
     last_ = executor_.run(p);
-    out.push_back({.step_time_s = last_.step_time_s, .oom = last_.oom, .source = "cpu"});
+    const MachineActivity activity = meter.stop();
+    // summary.json's verification records say when a measurement was taken among busy neighbours.
+    out.push_back({.step_time_s = last_.step_time_s,
+                   .oom = last_.oom,
+                   .source = activity.reliable() ? std::string("cpu") : "cpu, UNRELIABLE: " + activity.describe()});
   }
   return out;
 }

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "placelab/graph/error.h"
 #include "measure_util.h"
+#include "placelab/graph/error.h"
+#include "placelab/profiler/activity.h"
 
 namespace placelab {
 
@@ -94,14 +95,16 @@ InSituMeasurement measure_interleaved_in_situ(const OpGraph& graph, const Machin
 }
 
 std::vector<Measurement> InSituVerifyEnvironment::evaluate(std::span<const Placement> placements) {
+  const ActivityMeter meter;
   const InSituMeasurement m = measure_interleaved_in_situ(graph_, machine_, executor_, calibration_, placements, rounds_);
+  const MachineActivity activity = meter.stop();
   CalibratedCostModel cost(machine_, m.calibration);
   Simulator sim(graph_, cost);
   std::vector<Measurement> out;
   for (std::size_t i = 0; i < placements.size(); ++i)
     out.push_back({.step_time_s = m.measured[i].step_time_s,
                    .oom = m.measured[i].oom,
-                   .source = "cpu",
+                   .source = activity.reliable() ? std::string("cpu") : "cpu, UNRELIABLE: " + activity.describe(),
                    .predicted_s = sim.simulate(placements[i]).step_time_s});
   return out;
 }
