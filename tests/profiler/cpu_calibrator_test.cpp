@@ -205,7 +205,7 @@ TEST(CpuCalibration, InSituTimesTheGraphsSignaturesInsideExecutorSteps) {
   ASSERT_EQ(ms.size(), 2u);
   for (const Measurement& m : ms) {
     EXPECT_FALSE(m.oom);
-    EXPECT_EQ(m.source, "cpu");
+    EXPECT_TRUE(m.source.starts_with("cpu")) << m.source;  // "cpu, UNRELIABLE: …" beside busy tests
     EXPECT_GT(m.step_time_s, 0);
     ASSERT_TRUE(m.predicted_s.has_value());
     EXPECT_GT(*m.predicted_s, 0);
