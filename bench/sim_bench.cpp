@@ -18,6 +18,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "placelab/graph/io.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/hwmodels/machine_io.h"
@@ -217,7 +218,30 @@ void BM_RouteMachine(benchmark::State& state) {
   }
   state.counters["devices"] = static_cast<double>(state.range(0));
 }
-BENCHMARK(BM_RouteMachine)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RouteMachine)->Arg(100)->Arg(1000)->Arg(2000)->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Reading a graph JSON of N ops (a chain with a side edge every 16 ops, as placelab export writes
+// it): the loader's growth with size (issue "Hostile input, third round": every pass near-linear).
+//   build/bench/sim_bench --benchmark_filter=BM_ParseGraphJson
+void BM_ParseGraphJson(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::string text = R"({"format": "placelab-graph", "version": 1, "ops": [)";
+  for (int64_t i = 0; i < n; ++i)
+    text += fmt::format(R"({}{{"name": "s{}/op{}", "type": "MatMul", "flops": 1000, "output_bytes": 64}})", i ? "," : "",
+                        i / 100, i);
+  text += R"(], "edges": [)";
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    text += fmt::format(R"({}{{"src": "s{}/op{}", "dst": "s{}/op{}", "bytes": 64}})", i ? "," : "", i / 100, i,
+                        (i + 1) / 100, i + 1);
+    if (i % 16 == 0 && i + 3 < n)
+      text += fmt::format(R"(,{{"src": "s{}/op{}", "dst": "s{}/op{}", "bytes": 64}})", i / 100, i, (i + 3) / 100, i + 3);
+  }
+  text += "]}";
+  for (auto _ : state) benchmark::DoNotOptimize(parse_graph_json(text, "bench.json").num_ops());
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["MB"] = static_cast<double>(text.size()) / 1e6;
+}
+BENCHMARK(BM_ParseGraphJson)->Arg(10'000)->Arg(100'000)->Arg(1'000'000)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 // The Python module's reference (python/bench/simulate_batch_bench.py runs the same batch through
 // placelab.Simulator.simulate_batch): 1,000 placements of op-level inception_v3:batch=32 on the
