@@ -1,8 +1,5 @@
 // report.md and the plots of a run folder, rendered from summary.json (so `placelab report` can
 // redo them without re-running anything).
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,12 +14,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "child_process.h"
 #include "format.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/registry.h"
 #include "run.h"
-#include "torch_backend.h"
 
 namespace placelab::cli {
 namespace fs = std::filesystem;
@@ -269,37 +266,10 @@ void verification_section(std::ostream& md, json& s) {
           "the machine's drift since calibration rather than the cost model's error.\n";
 }
 
-// Runs the plot script on the run folder, its output on stderr (or nowhere when quiet); its exit
-// status, or -1 when it could not start. Arguments go to the program as they are, never through a
-// shell, so any folder name works.
+// Runs the plot script on the run folder, its output on stderr (or nowhere when quiet), with
+// matplotlib's file backend; its exit status, or -1 when it could not start.
 int run_plot_script(const fs::path& script, const fs::path& dir, bool quiet) {
-  const std::string python = python_interpreter();
-  std::vector<std::string> args = {python, script.string(), dir.string()};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string backend = "MPLBACKEND=Agg";
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::string_view(*e).substr(0, 11) != "MPLBACKEND=") envp.push_back(*e);
-  envp.push_back(backend.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (quiet) {
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  } else {
-    posix_spawn_file_actions_adddup2(&actions, 2, 1);  // the report goes to stdout; the plots' words to stderr
-  }
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run_child({python_interpreter(), script.string(), dir.string()}, {"MPLBACKEND=Agg"}, quiet);
 }
 
 // The plots, made by the plot script: a missing matplotlib is reported, never fatal (the numbers

@@ -1,8 +1,5 @@
 #include "torch_backend.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -18,11 +15,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "child_process.h"
 #include "framework_map.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
-
-extern char** environ;
 
 namespace placelab::cli {
 
@@ -39,11 +35,6 @@ std::vector<std::string> split_words(std::string_view text) {
     i = j;
   }
   return words;
-}
-
-std::string python_interpreter() {
-  if (const char* env = std::getenv("PLACELAB_PYTHON"); env != nullptr && *env != '\0') return env;
-  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
 }
 
 namespace {
@@ -70,40 +61,6 @@ class TempDir {
  private:
   fs::path path_;
 };
-
-// Runs argv with `pythonpath` in front of PYTHONPATH, its stdout onto our stderr (a --json answer
-// on stdout stays clean); its exit status, or -1 when it could not start. Never through a shell.
-int run_python(std::vector<std::string> args, const std::string& pythonpath) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string path_var = "PYTHONPATH=" + pythonpath;
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view var(*e);
-    if (var.starts_with("PYTHONPATH=")) {
-      if (var.size() > 11) {
-        path_var.push_back(':');
-        path_var.append(var.substr(11));
-      }
-      continue;
-    }
-    envp.push_back(*e);
-  }
-  envp.push_back(path_var.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, 2, 1);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // Where the placelab package is: the build's python/ folder (PLACELAB_PYTHON_PATH, set by CMake),
 // unless $PLACELAB_PYTHONPATH names another.
@@ -177,7 +134,10 @@ TorchRun TorchRunner::measure(const std::vector<std::string>& how) const {
   for (const std::string& a : {std::string("--steps"), std::to_string(spec_.steps), std::string("--missing-devices"),
                                std::string("cpu"), std::string("-o"), result.string()})
     args.push_back(a);
-  const int rc = run_python(args, placelab_pythonpath());
+  // The placelab package first on PYTHONPATH, the user's after it.
+  std::string pythonpath = "PYTHONPATH=" + placelab_pythonpath();
+  if (const char* user = std::getenv("PYTHONPATH"); user != nullptr && *user != '\0') pythonpath.append(":").append(user);
+  const int rc = run_child(args, {pythonpath});
   if (rc == -1)
     throw InputError(fmt::format("cannot run {} -m placelab.torch measure (set PLACELAB_PYTHON to a python3 that has "
                                  "torch; Debian: apt-get install python3-torch)",

@@ -49,10 +49,6 @@ inline constexpr double kTorchNumericsTolerance = 1e-5;
 // flags of a model spec are words.
 std::vector<std::string> split_words(std::string_view text);
 
-// The interpreter placelab runs Python with: $PLACELAB_PYTHON, else /usr/bin/python3 (Debian's, which
-// has python3-torch and matplotlib), else python3 on the PATH.
-std::string python_interpreter();
-
 class TorchRunner {
  public:
   // `graph` is the captured graph the placements are of (its ops name their modules).
