@@ -23,7 +23,6 @@ Only the command line (``placelab.torch.main``) calls this module; it prints not
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -41,7 +40,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ._placelab import InputError
 from .frameworks import torch_device
 from .torch import (_OPTIMIZERS, CapturedGraph, _copy_model, _lower, _ModelSpec, _optimizer_for, _Recorder,
-                    _storage_key, _to_device, _write_output, place)
+                    _step_errors, _storage_key, _to_device, _write_output, place)
 
 MACHINE_NAME = "localhost-torch"
 
@@ -175,15 +174,9 @@ def _timed_step(placed, opt, spec: _ModelSpec, cuda: list) -> float:
     return time.perf_counter() - start
 
 
-@contextlib.contextmanager
 def _user_step(what: str):
     """Reports a failure of the user's training step as bad input, torch's error as the cause."""
-    try:
-        yield
-    except InputError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any failure of the user's code is reported with its cause
-        raise InputError(f"{what}: the training step failed: {type(e).__name__}: {e}") from e
+    return _step_errors(f"{what}: the training step failed")
 
 
 def _numerics(spec: _ModelSpec, mapping, device_map, where: str) -> dict:

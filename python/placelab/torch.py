@@ -193,7 +193,7 @@ def capture(model: torch.nn.Module, example_inputs, loss: Callable, target=None,
     moved = tree_map(lambda t: _to_device(t, device), inputs)
     moved_target = tree_map(lambda t: _to_device(t, device), target)
     rec.add_input_op([t for t in tree_flatten((moved, moved_target))[0] if isinstance(t, torch.Tensor)])
-    with _step_errors(device):
+    with _step_errors(f"capture: the training step failed on the {device} device", lambda e: _meta_hint(device, e)):
         rec.run_step(moved, loss, moved_target)
         opt.step()
     rec.add_update_ops(opt)
@@ -203,18 +203,22 @@ def capture(model: torch.nn.Module, example_inputs, loss: Callable, target=None,
 
 
 @contextlib.contextmanager
-def _step_errors(device: str):
-    # A failure of the user's step is reported as bad input, torch's error kept as the cause; on
-    # the meta device one that mentions it is a value read or a missing kernel: say what helps.
+def _step_errors(failed: str, hint: Callable[[Exception], str] = lambda e: ""):
+    """A failure of the user's training step (capture, measure, profile) as bad input: ``failed``
+    says what failed and where, torch's error follows and stays the cause, ``hint(e)`` adds what
+    helps for an error it recognises."""
     try:
         yield
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure of the user's code is reported with its cause
-        meta = device == "meta" and ("meta" in str(e).lower() or isinstance(e, NotImplementedError))
-        hint = "; a model that reads tensor values needs capture(..., device='cpu')" if meta else ""
-        raise InputError(f"capture: the training step failed on the {device} device: "
-                         f"{type(e).__name__}: {e}{hint}") from e
+        raise InputError(f"{failed}: {type(e).__name__}: {e}{hint(e)}") from e
+
+
+def _meta_hint(device: str, e: Exception) -> str:
+    # On the meta device an error that mentions it is a value read or a missing kernel.
+    meta = device == "meta" and ("meta" in str(e).lower() or isinstance(e, NotImplementedError))
+    return "; a model that reads tensor values needs capture(..., device='cpu')" if meta else ""
 
 
 # ---------------------------------------------------------------------------------------------
