@@ -137,29 +137,27 @@ Grouping group_by_colocation(const OpGraph& graph) {
 
 namespace {
 
-// The one group other than `r` that the data edges of `r`'s members lead to (`consumers`) or come
-// from (producers), or `r` itself when there is none or several. Only data edges count: a control
-// edge moves no tensor, so colocating gains nothing.
-// The one group other than r that r's ops send data to (consumers) or receive data from
-// (producers), or r itself when there is none or several. `frontier` holds r's ops that may still
-// have such an edge to another group; an op whose edges of that direction all stay inside r is
-// dropped from it for good (groups only grow), so a long chain collapsed into one group is not
-// rescanned op by op at every later merge — what made this quadratic.
-uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, std::vector<OpId>& frontier, uint32_t r, bool consumers) {
-  uint32_t found = r;
-  bool several = false;
-  for (std::size_t i = 0; i < frontier.size() && !several;) {
+// Calls visit(g) for each group g other than r that a data edge of an op of `frontier` (r's ops
+// that may still have such an edge; consumers: out-edges, else in-edges) leads to or comes from,
+// until visit returns false. Only data edges count: a control edge moves no tensor, so colocating
+// gains nothing. An op whose edges of that direction all stay inside r is dropped from the
+// frontier for good (groups only grow), so a long chain collapsed into one group is not rescanned
+// op by op at every later merge — what made the merges quadratic.
+template <typename Visit>
+void scan_frontier(const OpGraph& graph, UnionFind& uf, std::vector<OpId>& frontier, uint32_t r, bool consumers,
+                   Visit&& visit) {
+  bool go_on = true;
+  for (std::size_t i = 0; i < frontier.size() && go_on;) {
     bool outside = false;
-    auto visit = [&](OpId other, const Tensor& t) {
-      if (t.control) return;
+    auto edge = [&](OpId other, const Tensor& t) {
+      if (t.control || !go_on) return;
       const uint32_t g = uf.find(other);
       if (g == r) return;
       outside = true;
-      if (found == r) found = g;
-      else if (found != g) several = true;
+      go_on = visit(g);
     };
-    if (consumers) graph.for_each_out_edge(frontier[i], visit);
-    else graph.for_each_in_edge(frontier[i], visit);
+    if (consumers) graph.for_each_out_edge(frontier[i], edge);
+    else graph.for_each_in_edge(frontier[i], edge);
     if (outside) {
       ++i;
     } else {
@@ -167,6 +165,18 @@ uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, std::vector<OpId>& 
       frontier.pop_back();
     }
   }
+}
+
+// The one group other than r that r's ops send data to (consumers) or receive data from
+// (producers), or r itself when there is none or several.
+uint32_t sole_neighbour(const OpGraph& graph, UnionFind& uf, std::vector<OpId>& frontier, uint32_t r, bool consumers) {
+  uint32_t found = r;
+  bool several = false;
+  scan_frontier(graph, uf, frontier, r, consumers, [&](uint32_t g) {
+    if (found == r) found = g;
+    else if (found != g) several = true;
+    return !several;
+  });
   return several ? r : found;
 }
 
@@ -225,12 +235,10 @@ void merge_single_consumers(const OpGraph& graph, UnionFind& uf, std::vector<boo
     // r's producer groups (outside r), read before the merge; h among them means h consumed r,
     // and the merged group may now have one consumer less than h had.
     producers.clear();
-    (void)sole_neighbour(graph, uf, lists.in_frontier[r], r, /*consumers=*/false);  // prunes the frontier
-    for (OpId op : lists.in_frontier[r])
-      graph.for_each_in_edge(op, [&](OpId src, const Tensor&) {
-        const uint32_t g = uf.find(src);
-        if (g != r) producers.push_back(g);
-      });
+    scan_frontier(graph, uf, lists.in_frontier[r], r, /*consumers=*/false, [&](uint32_t g) {
+      producers.push_back(g);
+      return true;
+    });
     const bool h_fed_r = std::find(producers.begin(), producers.end(), h) != producers.end();
     const bool h_pending = queued[h];
     const uint32_t keep = uf.unite(r, h);
