@@ -15,6 +15,8 @@
 //    drawn from a forward pass already made; BM_MergeUnits, a drawn grouping turned into the
 //    placer's input (merge_units, then the 256 groups' feature matrix).
 //
+//  - CTest's smoke run (bench_util.h) trains one batch of 12 samples, the neural learners at hidden 32.
+//
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Train/post
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter=BM_Seq2SeqSample
 //   taskset -c 1 build/bench/learners_bench --benchmark_filter='BM_Grouper|BM_MergeUnits'
@@ -38,6 +40,7 @@
 #include "placelab/models/zoo.h"
 #include "placelab/sim/sim_environment.h"
 #include "placelab/sim/simulator.h"
+#include "bench_util.h"
 
 namespace placelab {
 namespace {
@@ -63,10 +66,18 @@ const InceptionSetup& setup() {
   return s;
 }
 
+// A learner's options: its defaults, and in the smoke run a small network (hidden 32) for the
+// neural ones, whose paper-sized networks take seconds a sample.
+OptionValues smoke_options(const LearnerEntry& entry) {
+  if (bench::smoke() && entry.needs_problem) return {{"hidden", int64_t{32}}};
+  return {};
+}
+
 void BM_Train(benchmark::State& state, const std::string& learner_name) {
   const InceptionSetup& s = setup();
   SimEnvironment env(s.sim, /*threads=*/1);
   TrainerOptions options;  // 2,400 samples in batches of 12: Post's budget and workers
+  if (bench::smoke()) options.sample_budget = options.batch_size;
   double best = 0;
   int64_t samples = 0;
   // No DoNotOptimize: train() changes the learner, so nothing here can be optimised away (and this
@@ -85,7 +96,7 @@ void BM_Train(benchmark::State& state, const std::string& learner_name) {
   context.grouping = &s.grouping;
   context.best_baseline = Placement(trained.num_groups(), s.space.devices.front());
   for (auto _ : state) {
-    std::unique_ptr<Learner> learner = make_learner(LearnerConfig{learner_name, {}}, context);
+    std::unique_ptr<Learner> learner = make_learner(LearnerConfig{learner_name, smoke_options(*entry)}, context);
     const TrainSummary summary = train(*learner, trained, env, options);
     best = summary.best_step_time_s;
     samples = summary.samples;
@@ -145,7 +156,7 @@ int64_t draw_and_update(Learner& learner, int64_t samples) {
 
 void BM_Seq2SeqSample(benchmark::State& state, const std::string& learner_name) {
   static const Synthetic256 s;
-  const auto hidden = static_cast<int64_t>(state.range(0));
+  const int64_t hidden = bench::smoke_size(state.range(0), 32);
   std::unique_ptr<Learner> learner =
       make_learner(LearnerConfig{learner_name, {{"hidden", hidden}}}, LearnerContext{s.space, /*seed=*/1, &s.problem});
   learner->set_sample_budget(1'000'000);
@@ -160,7 +171,7 @@ void BM_Seq2SeqSample(benchmark::State& state, const std::string& learner_name) 
 // same 256 groups, every group decided at once.
 void BM_GcnSample(benchmark::State& state) {
   static const Synthetic256 s;
-  const auto hidden = static_cast<int64_t>(state.range(0));
+  const int64_t hidden = bench::smoke_size(state.range(0), 32);
   std::unique_ptr<Learner> learner = make_learner(
       LearnerConfig{"grl", {{"hidden", hidden}, {"placer", std::string("gcn")}}}, LearnerContext{s.space, 1, &s.problem});
   learner->set_sample_budget(1'000'000);
@@ -178,14 +189,15 @@ const int kRegistered = [] {
         ->Unit(benchmark::kSecond)
         ->Iterations(1)
         ->UseRealTime();
-    if (entry.needs_problem)
-      benchmark::RegisterBenchmark(("BM_Seq2SeqSample/" + entry.name).c_str(), BM_Seq2SeqSample, entry.name)
-          ->ArgName("hidden")
-          ->Arg(128)
-          ->Arg(512)
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(5.0)
-          ->UseRealTime();
+    if (entry.needs_problem) {
+      auto* b = benchmark::RegisterBenchmark(("BM_Seq2SeqSample/" + entry.name).c_str(), BM_Seq2SeqSample, entry.name)
+                    ->ArgName("hidden")
+                    ->Arg(128)
+                    ->Arg(512)
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
+      if (!bench::smoke()) b->MinTime(5.0);
+    }
   }
   return 0;
 }();
@@ -335,7 +347,8 @@ void BM_MergeUnits(benchmark::State& state) {
 void BM_LearnedGroupingSample(benchmark::State& state, const std::string& learner_name) {
   const GnmtSetup& s = gnmt();
   const SearchSpace space{s.problem.num_groups, {0, 1, 2, 3, 4, 5}};
-  std::unique_ptr<Learner> learner = make_learner(LearnerConfig{learner_name, {}}, LearnerContext{space, 1, &s.problem});
+  std::unique_ptr<Learner> learner =
+      make_learner(LearnerConfig{learner_name, smoke_options(*find_learner(learner_name))}, LearnerContext{space, 1, &s.problem});
   learner->set_sample_budget(1'000'000);
   int64_t samples = 0;
   for (auto _ : state) samples += draw_and_update(*learner, samples);
@@ -372,13 +385,14 @@ OpGraph grouping_bench_graph(int64_t n, bool reversed) {
 }
 
 void BM_Groupings(benchmark::State& state) {
-  const OpGraph g = grouping_bench_graph(state.range(0), state.range(1) != 0);
+  const int64_t n = bench::smoke_size(state.range(0), 10'000);
+  const OpGraph g = grouping_bench_graph(n, state.range(1) != 0);
   for (auto _ : state)
     for (std::string_view name : grouping_names()) {
       if (name == "metis" || name == "scotch" || name == "module") continue;  // partitioners: their libraries' growth
       benchmark::DoNotOptimize(make_grouping(g, std::string(name)).num_groups());
     }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_Groupings)
     ->ArgNames({"ops", "reversed"})

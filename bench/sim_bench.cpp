@@ -26,7 +26,9 @@
 #include "placelab/sim/critical_path.h"
 #include "placelab/sim/simulator.h"
 #include "../tests/support/alloc_counter.h"
+#include "bench_util.h"
 
+using placelab::bench::smoke_size;
 using placelab::support::g_allocations;
 
 namespace placelab {
@@ -143,7 +145,7 @@ Setup& setup(int ops) {
 }
 
 void BM_Simulate(benchmark::State& state) {
-  Setup& s = setup(static_cast<int>(state.range(0)));
+  Setup& s = setup(static_cast<int>(smoke_size(state.range(0), 1000)));
   SimWorkspace ws;
   SimResult result;
   s.sim.simulate(s.placements[0], ws, result);  // the first call sizes the workspace and result
@@ -165,7 +167,7 @@ BENCHMARK(BM_Simulate)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMil
 
 // A learner-sized batch of 32 placements through simulate_batch, threads = range(1).
 void BM_SimulateBatch(benchmark::State& state) {
-  Setup& s = setup(static_cast<int>(state.range(0)));
+  Setup& s = setup(static_cast<int>(smoke_size(state.range(0), 1000)));
   const int threads = static_cast<int>(state.range(1));
   std::vector<Placement> batch;
   for (int k = 0; k < 32; ++k) batch.push_back(s.placements[static_cast<std::size_t>(k) % s.placements.size()]);
@@ -210,13 +212,14 @@ Machine random_machine(int n, uint64_t seed) {
 }
 
 void BM_RouteMachine(benchmark::State& state) {
-  const Machine base = random_machine(static_cast<int>(state.range(0)), 99);
+  const int devices = static_cast<int>(smoke_size(state.range(0), 100));
+  const Machine base = random_machine(devices, 99);
   for (auto _ : state) {
     Machine m = base;
     m.finalize();
     benchmark::DoNotOptimize(m.route(0, 1).latency_s);
   }
-  state.counters["devices"] = static_cast<double>(state.range(0));
+  state.counters["devices"] = static_cast<double>(devices);
 }
 BENCHMARK(BM_RouteMachine)->Arg(100)->Arg(1000)->Arg(2000)->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1);
 
@@ -224,7 +227,7 @@ BENCHMARK(BM_RouteMachine)->Arg(100)->Arg(1000)->Arg(2000)->Arg(4096)->Unit(benc
 // it): the loader's growth with size (issue "Hostile input, third round": every pass near-linear).
 //   build/bench/sim_bench --benchmark_filter=BM_ParseGraphJson
 void BM_ParseGraphJson(benchmark::State& state) {
-  const int64_t n = state.range(0);
+  const int64_t n = smoke_size(state.range(0), 1000);
   std::string text = R"({"format": "placelab-graph", "version": 1, "ops": [)";
   for (int64_t i = 0; i < n; ++i)
     text += fmt::format(R"({}{{"name": "s{}/op{}", "type": "MatMul", "flops": 1000, "output_bytes": 64}})", i ? "," : "",
@@ -369,7 +372,7 @@ Placement spread_over_gpus(const OpGraph& graph, const Machine& m) {
 
 // Composing and routing the machine (Machine::finalize: one route per ordered device pair).
 void BM_ClusterLoad(benchmark::State& state) {
-  const int nodes = static_cast<int>(state.range(0));
+  const int nodes = static_cast<int>(smoke_size(state.range(0), 1));
   std::size_t devices = 0;
   for (auto _ : state) {
     Machine m = dgx1_cluster(nodes);
@@ -392,9 +395,9 @@ BENCHMARK(BM_ClusterLoadPreset)->Unit(benchmark::kMillisecond);
 // Preparing the simulator (op-time tables per cost class, the per-pair route table) for
 // range(0) nodes and GNMT of range(1) steps.
 void BM_ClusterPrepare(benchmark::State& state) {
-  const Machine m = dgx1_cluster(static_cast<int>(state.range(0)));
+  const Machine m = dgx1_cluster(static_cast<int>(smoke_size(state.range(0), 1)));
   const AnalyticCostModel cost(m);
-  const OpGraph& g = gnmt(static_cast<int>(state.range(1)));
+  const OpGraph& g = gnmt(static_cast<int>(smoke_size(state.range(1), 12)));
   for (auto _ : state) {
     Simulator sim(g, cost);
     benchmark::DoNotOptimize(sim.num_ops());
@@ -408,9 +411,9 @@ BENCHMARK(BM_ClusterPrepare)
 
 // One simulated step with every GPU of the cluster in use, prepared simulator and warm workspace.
 void BM_SimulateCluster(benchmark::State& state) {
-  const Machine m = dgx1_cluster(static_cast<int>(state.range(0)));
+  const Machine m = dgx1_cluster(static_cast<int>(smoke_size(state.range(0), 1)));
   const AnalyticCostModel cost(m);
-  const OpGraph& g = gnmt(static_cast<int>(state.range(1)));
+  const OpGraph& g = gnmt(static_cast<int>(smoke_size(state.range(1), 12)));
   const Simulator sim(g, cost);
   const Placement p = spread_over_gpus(g, m);
   SimWorkspace ws;

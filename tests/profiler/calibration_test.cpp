@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/profiler/verify.h"
 
 namespace placelab {
 namespace {
@@ -163,7 +164,7 @@ TEST(CalibrationYaml, ErrorsNameFileLineFieldAndRule) {
                      "      dst: cpu:1\n"
                      "      latency_s: 1e-6\n"
                      "      bandwith_Bps: 1e9\n"),
-            "cal.yaml:8: calibration.copies[0].bandwith_Bps: unknown field (expected one of: src, dst, latency_s, bandwidth_Bps, samples)");
+            "cal.yaml:8: calibration.copies[0].bandwith_Bps: unknown key; expected one of src, dst, latency_s, bandwidth_Bps, samples");
   EXPECT_EQ(error_of("calibration:\n"
                      "  devices: []\n"),
             "cal.yaml:2: calibration.backend: missing required field");
@@ -437,6 +438,26 @@ TEST(Calibration, FamilyFitsPriceBeforeTheClassFitAndRoundTrip) {
   // The leave-some-out check uses the family fits as the cost model does.
   EXPECT_LT(hold_out_check(c, 3, FitOptions{.max_segments = 1}).median_abs_error, 1e-3);
 }
+
+TEST(Verify, SpearmanAndSummary) {
+  std::vector<double> a = {1, 2, 3, 4, 5}, b = {10, 20, 30, 50, 40}, c = {5, 4, 3, 2, 1};
+  EXPECT_DOUBLE_EQ(spearman_correlation(a, a), 1.0);
+  EXPECT_DOUBLE_EQ(spearman_correlation(a, c), -1.0);
+  EXPECT_NEAR(spearman_correlation(a, b), 0.9, 1e-12);  // one swap: 1 − 6·2/(5·24)
+  std::vector<double> tied = {1, 1, 2};
+  std::vector<double> other = {3, 3, 4};
+  EXPECT_DOUBLE_EQ(spearman_correlation(tied, other), 1.0);
+  std::vector<VerifyReport> reports = {{.predicted_s = 1.1, .measured_s = 1, .error = 0.1},
+                                       {.predicted_s = 1.8, .measured_s = 2, .error = -0.1},
+                                       {.predicted_s = 3.9, .measured_s = 3, .error = 0.3},
+                                       {.predicted_s = 9, .measured_s = 1, .error = 8, .oom = true}};
+  VerifySummary s = summarize(reports);
+  EXPECT_EQ(s.placements, 3);
+  EXPECT_NEAR(s.median_abs_error, 0.1, 1e-12);
+  EXPECT_NEAR(s.worst_abs_error, 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(s.spearman, 1.0);
+}
+
 
 }  // namespace
 }  // namespace placelab
