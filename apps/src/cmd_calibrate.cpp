@@ -16,7 +16,7 @@
 
 #include "commands.h"
 #include "distributed.h"
-#include "format.h"
+#include "placelab/graph/units.h"
 #include "inputs.h"
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"

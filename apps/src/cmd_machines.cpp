@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "format.h"
+#include "placelab/graph/units.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/hwmodels/machine_source.h"

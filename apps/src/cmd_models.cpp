@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "cost_sources.h"
-#include "format.h"
+#include "placelab/graph/units.h"
 #include "inputs.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"

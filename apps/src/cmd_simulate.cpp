@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "cost_sources.h"
-#include "format.h"
+#include "placelab/graph/units.h"
 #include "inputs.h"
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "format.h"
+#include "placelab/graph/units.h"
 
 namespace placelab::cli {
 namespace {

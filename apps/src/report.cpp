@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
-#include "format.h"
+#include "placelab/graph/units.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/registry.h"

@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/grouping.h"
 
@@ -103,8 +104,8 @@ class Reader {
       if (!kv.first.IsScalar()) fail(kv.first, (what.empty() ? "" : what + ": ") + "a key must be a plain name, not a list or map");
       std::string key = kv.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        fail(kv.first, (what.empty() ? "" : what + ".") + key + ": unknown key; expected one of " +
-                           (expected.empty() ? join(allowed) : expected));
+        fail(kv.first, (what.empty() ? "" : what + ".") + key + ": " +
+                           unknown_key_rule(expected.empty() ? join(allowed) : expected));
       if (!seen.insert(key).second) fail(kv.first, key + ": given twice");
       f(key, kv.second);
     }

@@ -19,7 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/json_locator.h"
+#include "placelab/graph/numbers.h"
 
 namespace placelab {
 namespace {
@@ -43,28 +45,10 @@ std::string join(std::span<const std::string_view> items) {
   return out;
 }
 
-// A value as it appears in a message: compact JSON, cut at 60 bytes (on a UTF-8 boundary).
-std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) {
-    std::size_t cut = 57;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    s = s.substr(0, cut) + "...";
-  }
-  return s;
-}
+// A value as it appears in a message: compact JSON, cut at 60 bytes (excerpt).
+std::string show(const json& v) { return excerpt(v.dump(-1, ' ', false, json::error_handler_t::replace)); }
 
 std::string quote_name(std::string_view s) { return show(json(std::string(s))); }
-
-// Shortest text that reads back to exactly `d` (std::to_chars); integral values print without
-// a fraction, so byte counts stored as doubles stay readable.
-std::string format_number(double d) {
-  if (d == 0) d = 0;  // -0 and 0 print alike
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
-  PLACELAB_CHECK(ec == std::errc{}) << "to_chars failed for " << d;
-  return std::string(buf, end);
-}
 
 // A SAX handler that accepts every value and keeps the first error nlohmann reports, with the
 // byte position that json::parse's exceptions do not always carry.
@@ -163,7 +147,7 @@ class Reader {
       for (std::string_view a : allowed) known = known || a == key;
       if (!known)
         fail_value(pointer + "/" + json_pointer_token(key), value,
-                   "unknown field" + std::string(what) + "; valid fields are " + join(allowed));
+                   unknown_key_rule(join(allowed), what));
     }
   }
 
@@ -286,14 +270,14 @@ Op read_op(const Reader& r, const json& v, const std::string& p, int64_t version
   } else {
     op.flops = kernel_flops(op.kernel);
     if (op.flops > kMaxOpFlops)
-      r.fail(p + "/kernel", "implies " + format_number(op.flops) + " flops: must be <= 1e18");
+      r.fail(p + "/kernel", "implies " + format_exact(op.flops) + " flops: must be <= 1e18");
   }
   if (const json* b = Reader::member(v, "bytes_accessed")) {
     op.bytes_accessed = r.number(*b, p + "/bytes_accessed", static_cast<double>(kMaxGraphBytes), kMaxBytesText);
   } else {
     op.bytes_accessed = kernel_bytes(op.kernel);
     if (op.bytes_accessed > static_cast<double>(kMaxGraphBytes))
-      r.fail(p + "/kernel", "implies " + format_number(op.bytes_accessed) + " bytes accessed: must be <= " + kMaxBytesText);
+      r.fail(p + "/kernel", "implies " + format_exact(op.bytes_accessed) + " bytes accessed: must be <= " + kMaxBytesText);
   }
   if (const json* b = Reader::member(v, "output_bytes")) op.output_bytes = r.bytes(*b, p + "/output_bytes");
   if (const json* b = Reader::member(v, "persistent_bytes")) op.persistent_bytes = r.bytes(*b, p + "/persistent_bytes");
@@ -336,12 +320,9 @@ std::string literal(const std::string& s, const std::string& what) {
   }
 }
 
-// Any double in a message, NaN and infinities included.
-std::string format_number_any(double d) { return std::isfinite(d) ? format_number(d) : std::to_string(d); }
-
 std::string finite(double d, const std::string& what) {
   if (!std::isfinite(d)) throw Error("cannot write " + what + " = " + std::to_string(d) + ": JSON numbers are finite");
-  return format_number(d);
+  return format_exact(d);
 }
 
 }  // namespace
@@ -367,7 +348,7 @@ std::vector<MeasuredTime> canonical_measured_times(std::vector<MeasuredTime> tim
     if (std::string rule = measured_key_problem(m.device); !rule.empty())
       throw InputError(where + quote_name(m.device) + ": " + rule);
     if (std::string rule = measured_time_problem(m.time_s); !rule.empty())
-      throw InputError(where + quote_name(m.device) + " = " + format_number_any(m.time_s) + ": " + rule);
+      throw InputError(where + quote_name(m.device) + " = " + format_exact(m.time_s) + ": " + rule);
   }
   std::sort(times.begin(), times.end(), [](const MeasuredTime& a, const MeasuredTime& b) { return a.device < b.device; });
   for (std::size_t i = 1; i < times.size(); ++i)

@@ -1,10 +1,10 @@
-#include "format.h"
+#include "placelab/graph/units.h"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-namespace placelab::cli {
+namespace placelab {
 
 std::string format_seconds(double s) {
   double a = std::fabs(s);
@@ -36,4 +36,4 @@ std::string format_flops(double f) {
   return fmt::format("{:.0f} FLOP", f);
 }
 
-}  // namespace placelab::cli
+}  // namespace placelab

@@ -19,6 +19,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/hwmodels/machine_io.h"
 
 namespace placelab {
@@ -344,7 +345,7 @@ class Reader {
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail_at(kv.first.Mark(), field.empty() ? key : field + "." + key, "unknown field (expected one of: " + list + ")");
+        fail_at(kv.first.Mark(), field.empty() ? key : field + "." + key, unknown_key_rule(list));
       }
     }
   }

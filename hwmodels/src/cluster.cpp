@@ -8,15 +8,10 @@
 #include <unordered_set>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 
 namespace placelab {
 namespace {
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 bool has_slash(std::string_view s) { return s.find('/') != std::string_view::npos; }
 
@@ -71,11 +66,11 @@ Machine compose_cluster(std::string name, std::span<const ClusterNode> nodes, co
     fail("nodes", std::to_string(nodes.size()) + " nodes of " + std::to_string(total_devices) + " devices in all",
          "a cluster may hold at most " + std::to_string(kMaxClusterDevices) + " devices");
   if (!(std::isfinite(net.bandwidth_Bps) && net.bandwidth_Bps > 0))
-    fail("network.bandwidth_Bps", format_number(net.bandwidth_Bps), "must be a finite number > 0");
+    fail("network.bandwidth_Bps", format_6g(net.bandwidth_Bps), "must be a finite number > 0");
   if (!(std::isfinite(net.latency_s) && net.latency_s >= 0))
-    fail("network.latency_s", format_number(net.latency_s), "must be a finite number >= 0");
+    fail("network.latency_s", format_6g(net.latency_s), "must be a finite number >= 0");
   if (net.attach_bandwidth_Bps && !(std::isfinite(*net.attach_bandwidth_Bps) && *net.attach_bandwidth_Bps > 0))
-    fail("network.attach_bandwidth_Bps", format_number(*net.attach_bandwidth_Bps), "must be a finite number > 0");
+    fail("network.attach_bandwidth_Bps", format_6g(*net.attach_bandwidth_Bps), "must be a finite number > 0");
   if (net.nics.size() > kMaxNicsPerNode)
     fail("network.nics", std::to_string(net.nics.size()) + " NICs",
          "must be at most " + std::to_string(kMaxNicsPerNode) + " per node");
@@ -150,8 +145,8 @@ Machine compose_cluster(std::string name, std::span<const ClusterNode> nodes, co
   m.description = std::to_string(nodes.size()) + " node" + (nodes.size() == 1 ? "" : "s") + " (" + nodes.front().machine.name +
                   (nodes.size() > 1 && nodes.back().machine.name != nodes.front().machine.name ? ", …" : "") +
                   "), " + std::to_string(nics_per_node) + " NIC" + (nics_per_node == 1 ? "" : "s") +
-                  " each on a network of " + format_number(net.bandwidth_Bps / 1e9) + " GB/s per NIC and direction, " +
-                  format_number(net.latency_s * 1e6) + " us between nodes";
+                  " each on a network of " + format_6g(net.bandwidth_Bps / 1e9) + " GB/s per NIC and direction, " +
+                  format_6g(net.latency_s * 1e6) + " us between nodes";
   m.finalize();
   return m;
 }

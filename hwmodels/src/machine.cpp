@@ -10,6 +10,7 @@
 
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 
 namespace placelab {
 namespace {
@@ -19,12 +20,6 @@ namespace {
 constexpr double kRouteReferenceBytes = 1 << 20;
 // Partial routes kept per source at most (Machine::finalize): a bound on time and memory.
 constexpr std::size_t kMaxRouteLabels = 4'000'000;
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -103,19 +98,19 @@ void Machine::finalize() {
     if (d.name.empty()) throw MachineError(where + ".name", "", "must not be empty");
     if (!node.emplace(d.name, i).second) throw MachineError(where + ".name", d.name, "duplicate name");
     if (!positive(d.peak_flops_per_s))
-      throw MachineError(where + ".peak_flops", format_number(d.peak_flops_per_s), "must be a finite number > 0");
+      throw MachineError(where + ".peak_flops", format_6g(d.peak_flops_per_s), "must be a finite number > 0");
     if (!positive(d.memory_bandwidth_Bps))
-      throw MachineError(where + ".memory_bandwidth_Bps", format_number(d.memory_bandwidth_Bps),
+      throw MachineError(where + ".memory_bandwidth_Bps", format_6g(d.memory_bandwidth_Bps),
                          "must be a finite number > 0");
     if (d.memory_bytes <= 0)
       throw MachineError(where + ".memory_bytes", std::to_string(d.memory_bytes), "must be > 0");
     if (d.streams < 1 || d.streams > 256)
       throw MachineError(where + ".streams", std::to_string(d.streams), "must be in 1..256");
     if (!non_negative(d.launch_overhead_s))
-      throw MachineError(where + ".launch_overhead_s", format_number(d.launch_overhead_s),
+      throw MachineError(where + ".launch_overhead_s", format_6g(d.launch_overhead_s),
                          "must be a finite number >= 0");
     if (!non_negative(d.dispatch_s) || d.dispatch_s > 1.0)
-      throw MachineError(where + ".dispatch_s", format_number(d.dispatch_s), "must be a finite number in [0, 1] s");
+      throw MachineError(where + ".dispatch_s", format_6g(d.dispatch_s), "must be a finite number in [0, 1] s");
   }
   for (std::size_t i = 0; i < switches.size(); ++i) {
     std::string where = "switches[" + std::to_string(i) + "]";
@@ -130,14 +125,14 @@ void Machine::finalize() {
     if (!node.count(l.b)) throw MachineError(where + ".b", l.b, "not a device or switch name");
     if (l.a == l.b) throw MachineError(where + ".b", l.b, "must differ from a (a link joins two nodes)");
     if (!positive(l.bandwidth_Bps))
-      throw MachineError(where + ".bandwidth_Bps", format_number(l.bandwidth_Bps), "must be a finite number > 0");
+      throw MachineError(where + ".bandwidth_Bps", format_6g(l.bandwidth_Bps), "must be a finite number > 0");
     if (!non_negative(l.latency_s))
-      throw MachineError(where + ".latency_s", format_number(l.latency_s), "must be a finite number >= 0");
+      throw MachineError(where + ".latency_s", format_6g(l.latency_s), "must be a finite number >= 0");
     if (l.reverse_bandwidth_Bps && !positive(*l.reverse_bandwidth_Bps))
-      throw MachineError(where + ".reverse_bandwidth_Bps", format_number(*l.reverse_bandwidth_Bps),
+      throw MachineError(where + ".reverse_bandwidth_Bps", format_6g(*l.reverse_bandwidth_Bps),
                          "must be a finite number > 0");
     if (l.reverse_latency_s && !non_negative(*l.reverse_latency_s))
-      throw MachineError(where + ".reverse_latency_s", format_number(*l.reverse_latency_s),
+      throw MachineError(where + ".reverse_latency_s", format_6g(*l.reverse_latency_s),
                          "must be a finite number >= 0");
   }
 

@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/io.h"
 #include "placelab/graph/numbers.h"
 #include "placelab/hwmodels/cluster.h"
@@ -171,13 +172,8 @@ class MachineReader {
   // The value is cut at 60 bytes (on a UTF-8 boundary): a file that is one long scalar, or a
   // file that is no machine at all (/etc/passwd named as a node), is named, not printed back.
   [[noreturn]] void fail(int line, const std::string& field, const std::string& value, std::string_view rule) const {
-    std::string shown = value;
-    if (shown.size() > 60) {
-      std::size_t cut = 57;
-      while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
-      shown.resize(cut);
-      shown += "... (" + std::to_string(value.size()) + " bytes)";
-    }
+    std::string shown = excerpt(value);
+    if (shown.size() < value.size()) shown += " (" + std::to_string(value.size()) + " bytes)";
     throw InputError(origin_ + ":" + std::to_string(line) + ": " + field + (value.empty() ? "" : " = " + shown) +
                      ": " + std::string(rule));
   }
@@ -199,7 +195,7 @@ class MachineReader {
         fail(key_line, path.empty() ? "(document)" : path, "", "keys must be plain names, not " + describe_node(key));
       const std::string& name = key.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
-        fail(key_line, field_path(path, name), "", "unknown key; allowed keys: " + join(allowed));
+        fail(key_line, field_path(path, name), "", unknown_key_rule(join(allowed)));
       if (!seen.insert(name).second) fail(key_line, field_path(path, name), "", "duplicate key");
       // An empty value's mark points at the next token, often the next line: use the key's.
       lines_[field_path(path, name)] = kv.second.IsNull() ? key_line : line_of(kv.second, key_line);

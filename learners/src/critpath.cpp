@@ -23,7 +23,7 @@ void CritpathOptions::validate() const {
   require(step >= 1 && step <= 100000, "critpath", "step", std::to_string(step), "must be in [1, 100000]");
   require(kick >= 1 && kick <= 100000, "critpath", "kick", std::to_string(kick), "must be in [1, 100000]");
   require(pair_from >= 0 && pair_from <= 1000, "critpath", "pair_from", std::to_string(pair_from), "must be in [0, 1000]");
-  require(std::isfinite(oom_time_s) && oom_time_s > 0, "critpath", "oom_time_s", detail::real_text(oom_time_s),
+  require(std::isfinite(oom_time_s) && oom_time_s > 0, "critpath", "oom_time_s", format_exact(oom_time_s),
           "must be > 0");
 }
 

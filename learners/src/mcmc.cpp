@@ -16,8 +16,8 @@ void McmcOptions::validate() const {
   using detail::require;
   require(start == "first" || start == "random" || start == "best_baseline", "mcmc", "start", start,
           "must be first, random or best_baseline");
-  require(std::isfinite(beta) && beta > 0, "mcmc", "beta", detail::real_text(beta), "must be > 0");
-  require(std::isfinite(oom_time_s) && oom_time_s > 0, "mcmc", "oom_time_s", detail::real_text(oom_time_s), "must be > 0");
+  require(std::isfinite(beta) && beta > 0, "mcmc", "beta", format_exact(beta), "must be > 0");
+  require(std::isfinite(oom_time_s) && oom_time_s > 0, "mcmc", "oom_time_s", format_exact(oom_time_s), "must be > 0");
 }
 
 McmcLearner::McmcLearner(SearchSpace space, McmcOptions options, uint64_t seed, std::optional<Placement> start)

@@ -19,17 +19,11 @@
 #include <vector>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::detail {
-
-// The shortest text that reads back as exactly `x`: "0.1", "1e-08", "100".
-inline std::string real_text(double x) {
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
-  PLACELAB_CHECK(ec == std::errc{}) << "to_chars of a double";
-  return std::string(buf, end);
-}
 
 inline std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
   std::string out;
@@ -68,7 +62,7 @@ class OptionTable {
               info.default_value = value ? "true" : "false";
             } else if constexpr (std::is_same_v<T, double>) {
               info.kind = OptionKind::kReal;
-              info.default_value = real_text(value);
+              info.default_value = format_exact(value);
             } else if constexpr (std::is_same_v<T, std::string>) {
               info.kind = OptionKind::kChoice;
               info.default_value = value;
@@ -93,7 +87,7 @@ class OptionTable {
       if (!f) {
         std::vector<std::string> keys;
         for (const Field& x : fields_) keys.push_back(x.key);
-        throw InputError(owner_ + "." + key + ": unknown option; expected one of " + join(keys));
+        throw InputError(owner_ + "." + key + ": " + unknown_key_rule(join(keys)));
       }
       std::visit([&](auto member) { assign(options.*member, value, *f); }, f->member);
     }

@@ -97,7 +97,7 @@ std::string_view option_kind_name(OptionKind kind) {
 
 std::string option_value_text(const OptionValue& value) {
   if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&value)) return detail::real_text(*d);
+  if (const auto* d = std::get_if<double>(&value)) return format_exact(*d);
   if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   return std::get<std::string>(value);
 }

@@ -24,6 +24,7 @@
 #include "placelab/graph/io.h"
 #include "placelab/graph/json_locator.h"
 #include "placelab/graph/numbers.h"
+#include "placelab/graph/units.h"
 #include "measure_util.h"
 
 namespace placelab {
@@ -665,12 +666,6 @@ KinetoScan scan_kineto(const json& events, Collected& c, std::string_view step_m
 // (8.64e10 µs), and no longer than the trace's events span plus a second. A kernel of 10^15 µs,
 // or a negative one, would otherwise become a calibration that predicts 10^11-s steps. The line of
 // the first offending event is named.
-std::string microseconds_text(double us) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", us);
-  return buf;
-}
-
 void check_event_times(const json& events, std::string_view text, std::string_view origin, std::string_view pointer) {
   constexpr double kMaxDurationUs = 86400e6;
   double first = std::numeric_limits<double>::infinity(), last = -first;
@@ -686,13 +681,13 @@ void check_event_times(const json& events, std::string_view text, std::string_vi
     if (!e.is_object() || arg_string(e, "ph") != "X") continue;
     const auto at = [&] { return JsonLocator(text).line_of(std::string(pointer) + "/" + std::to_string(i)); };
     const std::optional<double> ts = number_of(e.value("ts", json()));
-    if (ts && !std::isfinite(*ts)) fail(origin, at(), "ts = " + microseconds_text(*ts) + ": must be a finite time (µs)");
+    if (ts && !std::isfinite(*ts)) fail(origin, at(), "ts = " + format_6g(*ts) + ": must be a finite time (µs)");
     const std::optional<double> dur = number_of(e.value("dur", json()));
     if (!dur) continue;
     if (!std::isfinite(*dur) || *dur < 0 || *dur > bound)
       fail(origin, at(),
-           "dur = " + microseconds_text(*dur) + " µs: must be >= 0 and at most " + microseconds_text(bound) +
-               " µs (the trace's events span " + microseconds_text(std::isfinite(first) ? last - first : 0.0) +
+           "dur = " + format_6g(*dur) + " µs: must be >= 0 and at most " + format_6g(bound) +
+               " µs (the trace's events span " + format_6g(std::isfinite(first) ? last - first : 0.0) +
                " µs, plus a second)");
   }
 }
@@ -1424,15 +1419,6 @@ TraceImport build(const Collected& c, std::string_view origin, const TraceImport
   }
   cal.refit(options.fit);
   return out;
-}
-
-std::string format_seconds(double s) {
-  std::ostringstream o;
-  o.precision(4);
-  if (s >= 1) o << s << " s";
-  else if (s >= 1e-3) o << s * 1e3 << " ms";
-  else o << s * 1e6 << " us";
-  return o.str();
 }
 
 }  // namespace

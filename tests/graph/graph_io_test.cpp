@@ -342,13 +342,13 @@ TEST(GraphJsonErrors, DocumentHeaderIsChecked) {
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": {}}"),
             "g.json:1: /ops = {}: must be an array");
   EXPECT_EQ(graph_error("{\"format\": \"placelab-graph\", \"version\": 1, \"ops\": [],\n \"op_count\": 3}"),
-            "g.json:2: /op_count = 3: unknown field; valid fields are format, version, name, parameters, execution, ops, edges");
+            "g.json:2: /op_count = 3: unknown key; expected one of format, version, name, parameters, execution, ops, edges");
 }
 
 TEST(GraphJsonErrors, MissingAndUnknownOpFields) {
   EXPECT_EQ(graph_error(doc(abc_with(1, R"({"name": "b"})"), {})), "g.json:6: /ops/1: missing required field \"type\"");
   EXPECT_EQ(graph_error(doc(abc_with(2, R"({"name": "c", "type": "Relu", "flop": 5})"), {})),
-            "g.json:7: /ops/2/flop = 5: unknown field of an op; valid fields are name, type, phase, kernel, flops, "
+            "g.json:7: /ops/2/flop = 5: unknown key of an op; expected one of name, type, phase, kernel, flops, "
             "bytes_accessed, output_bytes, persistent_bytes, cpu_only, layer, colocation, measured_s, module, call");
   EXPECT_EQ(graph_error(doc(abc_with(0, "7"), {})), "g.json:5: /ops/0 = 7: must be an object");
 }
@@ -382,7 +382,7 @@ TEST(GraphJsonErrors, KernelClassAndFieldsAreChecked) {
   EXPECT_EQ(graph_error(doc(abc_with(0, R"({"name": "a", "type": "MatMul", "kernel": {"class": "gemm", "m": 1, "n": 1, "k": 1}})"), {})),
             "g.json:5: /ops/0/kernel: missing required field \"batch\"");
   EXPECT_EQ(graph_error(doc(abc_with(0, R"({"name": "a", "type": "MatMul", "kernel": {"class": "softmax", "rows": 1, "cols": 2, "k": 1}})"), {})),
-            "g.json:5: /ops/0/kernel/k = 1: unknown field of a softmax kernel; valid fields are class, rows, cols");
+            "g.json:5: /ops/0/kernel/k = 1: unknown key of a softmax kernel; expected one of class, rows, cols");
   EXPECT_EQ(graph_error(doc(abc_with(0, R"({"name": "a", "type": "MatMul", "kernel": {"class": "copy", "bytes": -1}})"), {})),
             "g.json:5: /ops/0/kernel/bytes = -1: must be >= 0");
 }
@@ -433,7 +433,7 @@ TEST(GraphJsonErrors, EdgesMustNameKnownOps) {
             "g.json:10: /edges/0/src = \"x\": unknown op: no op in /ops has this name");
   EXPECT_EQ(graph_error(doc(kAbc, {R"({"src": "a"})"})), "g.json:10: /edges/0: missing required field \"dst\"");
   EXPECT_EQ(graph_error(doc(kAbc, {R"({"src": "a", "dst": "b", "size": 4})"})),
-            "g.json:10: /edges/0/size = 4: unknown field of an edge; valid fields are src, dst, bytes, control");
+            "g.json:10: /edges/0/size = 4: unknown key of an edge; expected one of src, dst, bytes, control");
   EXPECT_EQ(graph_error(doc(kAbc, {R"({"src": "a", "dst": "a"})"})),
             "g.json:10: /edges/0/dst = \"a\": an edge cannot connect an op to itself");
   EXPECT_EQ(graph_error(doc(kAbc, {R"({"src": "a", "dst": "b", "bytes": -8})"})),
@@ -734,7 +734,7 @@ TEST(PlacementJson, ErrorsNameTheOpOrDeviceAtFault) {
   EXPECT_EQ(placement_error("{}"),
             "p.json:1: /: missing \"placement\" (op name -> device name) or \"devices\" (device names in op-id order)");
   EXPECT_EQ(placement_error("{\"placment\": {}}"),
-            "p.json:1: /placment = {}: unknown field; valid fields are format, version, placement, devices");
+            "p.json:1: /placment = {}: unknown key; expected one of format, version, placement, devices");
   EXPECT_EQ(placement_error("{\"format\": \"placelab-graph\", \"devices\": []}"),
             "p.json:1: /format = \"placelab-graph\": must be \"placelab-placement\" (this is not a placelab placement file)");
   EXPECT_EQ(placement_error("{\"placement\": {\"a\": \"cpu:0\", \"a\": \"gpu:0\"}}"),

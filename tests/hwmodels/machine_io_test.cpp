@@ -201,12 +201,12 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
 
 TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(with_line(5, "    peek_flops: 1e11")),
-            "t.yaml:5: devices[0].peek_flops: unknown key; allowed keys: name, kind, model, peak_flops, "
+            "t.yaml:5: devices[0].peek_flops: unknown key; expected one of name, kind, model, peak_flops, "
             "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, dispatch_s, copy_engine, efficiency");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
-            "t.yaml:1: nam: unknown key; allowed keys: name, description, devices, switches, links, cluster");
+            "t.yaml:1: nam: unknown key; expected one of name, description, devices, switches, links, cluster");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),
-            "t.yaml:23: links[0].latency: unknown key; allowed keys: a, b, kind, bandwidth_Bps, latency_s, "
+            "t.yaml:23: links[0].latency: unknown key; expected one of a, b, kind, bandwidth_Bps, latency_s, "
             "reverse_bandwidth_Bps, reverse_latency_s");
   EXPECT_EQ(load_error(with_line(6, "    peak_flops: 2e11")), "t.yaml:6: devices[0].peak_flops: duplicate key");
   // A missing field points at the entry that lacks it.
@@ -244,11 +244,11 @@ TEST(MachineYaml, EfficiencyNamesABuiltInProfileOrSpellsOneOut) {
   EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency: k81")),
             "t.yaml:17: devices[1].efficiency = k81: not a built-in efficiency profile; profiles: k80, p100, v100");
   EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      conv: {}")),
-            "t.yaml:18: devices[1].efficiency.conv: unknown key; allowed keys: base, winograd_speedup, host_op_s, "
+            "t.yaml:18: devices[1].efficiency.conv: unknown key; expected one of base, winograd_speedup, host_op_s, "
             "gemm, conv2d, conv2d_backprop_input, conv2d_backprop_filter, elementwise, reduction, embedding, "
             "softmax, copy");
   EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      gemm:\n        peak: 1")),
-            "t.yaml:19: devices[1].efficiency.gemm.peak: unknown key; allowed keys: compute_max, "
+            "t.yaml:19: devices[1].efficiency.gemm.peak: unknown key; expected one of compute_max, "
             "compute_half_flops, memory_max, memory_half_bytes");
   EXPECT_EQ(load_error(with_line(16, "    launch_overhead_s: 5e-6\n    efficiency:\n      gemm:\n        compute_max: 1.5")),
             "t.yaml:19: devices[1].efficiency.gemm.compute_max = 1.5: must be in (0, 1]");
@@ -419,9 +419,9 @@ TEST_F(ClusterYaml, ErrorsNameFileLineFieldValueAndRule) {
             "device name of the node or a sequence of them (one NIC each)");
   EXPECT_EQ(error(7, "    bandwidth_Bps: 0"), "c.yaml:7: cluster.network.bandwidth_Bps = 0: must be > 0");
   EXPECT_EQ(error(8, "    latency: 1 us"),
-            "c.yaml:8: cluster.network.latency: unknown key; allowed keys: bandwidth_Bps, latency_s, nics, "
+            "c.yaml:8: cluster.network.latency: unknown key; expected one of bandwidth_Bps, latency_s, nics, "
             "attach_bandwidth_Bps");
-  EXPECT_EQ(error(6, "  net:"), "c.yaml:6: cluster.net: unknown key; allowed keys: node, nodes, network");
+  EXPECT_EQ(error(6, "  net:"), "c.yaml:6: cluster.net: unknown key; expected one of node, nodes, network");
   EXPECT_EQ(error(2, "devices: []"),
             "c.yaml:2: devices: not allowed beside `cluster` (a cluster's devices come from its node)");
   // The node file's own errors keep its line, after the cluster's.

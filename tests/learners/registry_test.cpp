@@ -239,7 +239,7 @@ TEST(Registry, BadValuesNameTheKeyValueAndRule) {
   EXPECT_NE(fraction.find("must be an integer"), std::string::npos) << fraction;
   EXPECT_NO_THROW(find_learner("post")->validate({{"learning_rate", int64_t{2}}}));  // an int is a fine real
   const std::string unknown = message_of([] { find_learner("post")->validate({{"speed", int64_t{3}}}); });
-  EXPECT_NE(unknown.find("post.speed: unknown option; expected one of ppo_every, ce_every"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("post.speed: unknown key; expected one of ppo_every, ce_every"), std::string::npos) << unknown;
 }
 
 TEST(Registry, MakesEveryLearnerAndRejectsUnknownNames) {
