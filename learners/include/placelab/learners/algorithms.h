@@ -42,7 +42,7 @@ struct PpoOptions {
   double beta_init = 1.0;       // KL penalty coefficient, adapted after each update
   double kl_target = 0.03;      // β halves when KL < target/1.5 and doubles when KL > 1.5·target
   double baseline_decay = 0.9;  // b ← decay·b + (1−decay)·T per sample (moving average of times)
-  double oom_time_s = 100.0;    // per-step time assigned to OOM placements
+  double oom_time_s = kDefaultOomTimeS;  // per-step time assigned to OOM placements
   void validate() const;
 };
 
@@ -51,7 +51,7 @@ struct CrossEntropyOptions {
   double elite_fraction = 0.1;  // ρ: the best ⌈ρN⌉ placements are the elites
   double epsilon = 0.1;         // uniform mixing after each update
   bool decay_epsilon = true;    // ε falls linearly to 0 over the sample budget
-  double oom_time_s = 100.0;
+  double oom_time_s = kDefaultOomTimeS;
   void validate() const;
 };
 
@@ -66,7 +66,7 @@ struct PostOptions {
   double elite_fraction = 0.1;  // ρ
   double epsilon = 0.1;         // ε
   bool decay_epsilon = true;
-  double oom_time_s = 100.0;
+  double oom_time_s = kDefaultOomTimeS;
   void validate() const;
 };
 
@@ -141,7 +141,7 @@ class JointLearner : public TableLearner {
     double learning_rate = 1.0, beta_init = 1.0, kl_target = 0.03, baseline_decay = 0.9;
     double elite_fraction = 0.1, epsilon = 0.1;
     bool decay_epsilon = true;
-    double oom_time_s = 100.0;
+    double oom_time_s = kDefaultOomTimeS;
   };
 
  protected:

@@ -37,7 +37,7 @@ struct CritpathOptions {
   int64_t step = 3;          // candidates measured before the best improvement is taken
   int64_t pair_from = 6;     // a failed round's best moves tried two at a time before a kick (0: none)
   int64_t kick = 3;          // groups moved at random from the best placement when a round fails
-  double oom_time_s = 100.0;  // step time counted for an OOM placement (Post: 100 s)
+  double oom_time_s = kDefaultOomTimeS;  // step time counted for an OOM placement (Post: 100 s)
   void validate() const;      // throws InputError naming field, value and rule
 };
 

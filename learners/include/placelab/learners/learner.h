@@ -23,6 +23,11 @@
 
 namespace placelab {
 
+// The step time a learner counts for a placement that does not fit (OOM), unless its options say
+// otherwise: Post's 100 s (Gao et al. 2018, and the seq2seq placer of the same authors), far above
+// any step of the zoo, so that every learner ranks an OOM below every placement that runs.
+inline constexpr double kDefaultOomTimeS = 100.0;
+
 // What a learner places: `num_groups` groups, each on one of `devices` (machine device ids,
 // distinct). A learner's choices are indices into `devices`; its placements are DeviceIds.
 struct SearchSpace {

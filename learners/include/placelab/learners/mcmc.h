@@ -23,7 +23,7 @@ struct McmcOptions {
   // baselines (LearnerContext::best_baseline), FlexFlow's start from an expert or list schedule.
   std::string start = "first";
   double beta = 20.0;         // acceptance sharpness: a 5 % slower step is accepted with e^-1
-  double oom_time_s = 100.0;  // step time counted for an OOM placement (Post: 100 s)
+  double oom_time_s = kDefaultOomTimeS;  // step time counted for an OOM placement (Post: 100 s)
   void validate() const;      // throws InputError naming field, value and rule
 };
 

@@ -87,7 +87,7 @@ struct SpotlightOptions : Seq2SeqPolicyOptions {
   double learning_rate = 0.001;        // Adam (not stated by the paper: ours)
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
   double grad_clip = 1.0;              // ours
-  double oom_time_s = 100.0;           // step time of an OOM placement (Post, the same authors)
+  double oom_time_s = kDefaultOomTimeS;  // step time of an OOM placement (Post, the same authors)
   // The advantage R̄ − R divided by R̄ ("relative"), or in seconds as Eq. 15 writes it. With a fixed
   // β the unit of R decides between the ratio and the KL terms; the paper's R, a ten-step time of
   // ~1 s on CIFAR-10, made β = 1 and β = R̄ the same, which "relative" keeps at any step time (in
