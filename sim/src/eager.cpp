@@ -7,17 +7,22 @@
 #include <cmath>
 
 #include "flat_graph.h"
+#include "placelab/sim/eager_schedule.h"
 
 namespace placelab::sim_detail {
 
-namespace {
-
+// The pass's state and its step: `issue` settles one op given its inputs' devices and times. The
+// simulator issues every op in id order with the whole placement known (`full`: memory, statistics,
+// timeline too); an EagerSchedule issues ops as a scheduler commits them (timing only), so both
+// follow one rule.
 class EagerPass {
  public:
-  EagerPass(const FlatGraph& g, EagerScratch& w, SimResult& r, bool record) : g_(g), w_(w), r_(r), record_(record) {}
+  EagerPass(const FlatGraph& g, EagerScratch& w, SimResult& r, bool record, bool full)
+      : g_(g), w_(w), r_(r), record_(record), full_(full) {}
 
-  void run(std::span<const DeviceId> placement) {
-    const uint32_t n = g_.num_ops, nd = g_.num_devices;
+  // Clears the clocks: nothing issued, every resource free at 0.
+  void reset() {
+    const uint32_t nd = g_.num_devices;
     std::fill_n(w_.stream_free.begin(), nd, 0.0);
     std::fill_n(w_.thread_free.begin(), nd + 1, 0.0);
     std::fill_n(w_.link_free.begin(), g_.num_links, 0.0);
@@ -30,6 +35,12 @@ class EagerPass {
     std::fill_n(w_.peak.begin(), nd, int64_t{0});
     num_changes_ = 0;
     num_transfers_ = 0;
+    clock_ = Clock{};
+  }
+
+  void run(std::span<const DeviceId> placement) {
+    const uint32_t n = g_.num_ops;
+    reset();
     for (uint32_t op = 0; op < n; ++op) {
       const DeviceId d = g_.effective_device(op, placement[op]);
       w_.device[op] = d;
@@ -38,103 +49,8 @@ class EagerPass {
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
       ++r_.devices[d].num_ops;
     }
-
-    double step = 0, backward_issued = 0, main_at_backward = 0;
-    bool in_backward = false, after_backward = false;
-    for (uint32_t op = 0; op < n; ++op) {
-      const DeviceId d = w_.device[op];
-      if (g_.state[op]) {
-        // A parameter or buffer: there before the step, issued by nobody, no work on its device.
-        w_.issued_s[op] = 0;
-        w_.end_s[op] = 0;
-        if (record_) r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, 0, 0, g_.ops[op].output_bytes});
-        if (w_.refs[op] == 0) continue;
-        change(0, w_.thread_free[0], d, g_.ops[op].output_bytes, op);
-        continue;
-      }
-      const bool gpu = g_.device_is_gpu[d];
-      const bool backward = g_.backward[op];
-      // Autograd's engine runs a GPU's backward nodes on a thread of that GPU; everything else is
-      // the program's main thread. backward() returns when every node has been issued.
-      const uint32_t thread = backward && gpu ? 1 + d : 0;
-      if (backward && !in_backward) {
-        in_backward = true;
-        main_at_backward = w_.thread_free[0];
-      }
-      if (!backward && in_backward) {
-        after_backward = true;
-        in_backward = false;
-      }
-      double t = w_.thread_free[thread];
-      if (backward) t = std::max(t, main_at_backward);
-      if (after_backward && !backward) t = std::max(t, backward_issued);
-
-      // A tensor is used after the host made it; a control edge orders the device work as well.
-      double ready = 0;
-      const uint32_t in_begin = g_.ops[op].in_begin, in_end = g_.ops[op].in_end;
-      for (uint32_t k = in_begin; k < in_end; ++k) {
-        const uint32_t p = g_.in[k].src;
-        t = std::max(t, w_.issued_s[p]);
-        if (!g_.in[k].data || w_.device[p] == d) ready = std::max(ready, w_.end_s[p]);
-      }
-      // Remote inputs: the copy to d, issued at the first consumer on d (a `.to(device)` there).
-      for (uint32_t k = in_begin; k < in_end; ++k) {
-        if (!g_.in[k].data) continue;
-        const uint32_t p = g_.in[k].src;
-        if (w_.device[p] == d) continue;
-        const uint32_t x = transfer_to(p, d, t, thread, op);
-        w_.in_transfer[k] = x;
-        ready = std::max(ready, w_.transfers[x].end_s);
-      }
-
-      // Issue the op: the host's dispatch cost, then the kernel on the stream (a GPU) or the op
-      // itself on the host thread (a CPU).
-      const double dispatch = g_.dispatch_s[op];
-      const double work = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
-      const double host_start = t;
-      t += dispatch;
-      double start = 0, end = 0;
-      if (gpu) {
-        // The launch queue is full while the kernel launched kLaunchQueueDepth before has not run.
-        double* ring = w_.launch_ring.data() + std::size_t{d} * kLaunchQueueDepth;
-        const uint32_t slot = w_.launched[d] % kLaunchQueueDepth;
-        if (w_.launched[d] >= kLaunchQueueDepth) t = std::max(t, ring[slot]);
-        start = std::max({t, w_.stream_free[d], ready});
-        end = start + work;
-        w_.stream_free[d] = end;
-        ring[slot] = end;
-        ++w_.launched[d];
-        w_.thread_free[thread] = t;
-      } else {
-        start = std::max(t, ready);
-        end = start + work;
-        w_.thread_free[thread] = end;
-        r_.host_busy_s += work;
-      }
-      r_.host_busy_s += dispatch;
-      w_.issued_s[op] = t;
-      w_.end_s[op] = end;
-      if (backward) backward_issued = std::max(backward_issued, w_.thread_free[thread]);
-      step = std::max(step, end);
-      r_.devices[d].busy_s += work;
-      if (record_) {
-        r_.host_timeline.push_back({op, thread, host_start, t});
-        r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, start, end, g_.ops[op].output_bytes});
-      }
-
-      // Memory at the issue: the output first, then what this op was the last user of.
-      change(thread, t, d, g_.ops[op].output_bytes, op);
-      for (uint32_t k = in_begin; k < in_end; ++k) {
-        if (!g_.in[k].data) continue;
-        const uint32_t p = g_.in[k].src;
-        if (w_.device[p] != d) {
-          const uint32_t x = w_.in_transfer[k];
-          if (--w_.transfers[x].refs == 0) change(thread, t, d, -g_.ops[p].send_bytes, g_.num_ops + x);
-        }
-        if (--w_.refs[p] == 0) change(thread, t, w_.device[p], -g_.ops[p].output_bytes, p);
-      }
-      if (w_.refs[op] == 0) change(thread, t, d, -g_.ops[op].output_bytes, op);
-    }
+    for (uint32_t op = 0; op < n; ++op) issue(op);
+    double step = clock_.step;
     for (uint32_t x = 0; x < num_transfers_; ++x) step = std::max(step, w_.transfers[x].end_s);
     r_.step_time_s = step;
     r_.transfers = num_transfers_;
@@ -144,6 +60,117 @@ class EagerPass {
     if (record_)
       std::stable_sort(r_.timeline.begin(), r_.timeline.end(),
                        [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_s < b.start_s; });
+  }
+
+  // The host's program position: the step so far and where the backward pass stands. Small, so
+  // that a schedule's probe can save and restore it whole.
+  struct Clock {
+    double step = 0, backward_issued = 0, main_at_backward = 0;
+    bool in_backward = false, after_backward = false;
+  };
+  Clock& clock() { return clock_; }
+  const Clock& clock() const { return clock_; }
+  uint32_t& num_transfers() { return num_transfers_; }
+  uint32_t num_transfers() const { return num_transfers_; }
+
+  // Issues `op` on w_.device[op], its inputs issued before: the host thread's dispatch, its input
+  // copies, its kernel (or its CPU work). Returns when its work starts on its device; w_.end_s[op]
+  // holds when it ends.
+  double issue(uint32_t op) {
+    const DeviceId d = w_.device[op];
+    if (g_.state[op]) {
+      // A parameter or buffer: there before the step, issued by nobody, no work on its device.
+      w_.issued_s[op] = 0;
+      w_.end_s[op] = 0;
+      if (record_) r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, 0, 0, g_.ops[op].output_bytes});
+      if (full_ && w_.refs[op] != 0) change(0, w_.thread_free[0], d, g_.ops[op].output_bytes, op);
+      return 0;
+    }
+    Clock& c = clock_;
+    const bool gpu = g_.device_is_gpu[d];
+    const bool backward = g_.backward[op];
+    // Autograd's engine runs a GPU's backward nodes on a thread of that GPU; everything else is
+    // the program's main thread. backward() returns when every node has been issued.
+    const uint32_t thread = backward && gpu ? 1 + d : 0;
+    if (backward && !c.in_backward) {
+      c.in_backward = true;
+      c.main_at_backward = w_.thread_free[0];
+    }
+    if (!backward && c.in_backward) {
+      c.after_backward = true;
+      c.in_backward = false;
+    }
+    double t = w_.thread_free[thread];
+    if (backward) t = std::max(t, c.main_at_backward);
+    if (c.after_backward && !backward) t = std::max(t, c.backward_issued);
+
+    // A tensor is used after the host made it; a control edge orders the device work as well.
+    double ready = 0;
+    const uint32_t in_begin = g_.ops[op].in_begin, in_end = g_.ops[op].in_end;
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      const uint32_t p = g_.in[k].src;
+      t = std::max(t, w_.issued_s[p]);
+      if (!g_.in[k].data || w_.device[p] == d) ready = std::max(ready, w_.end_s[p]);
+    }
+    // Remote inputs: the copy to d, issued at the first consumer on d (a `.to(device)` there).
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      if (!g_.in[k].data) continue;
+      const uint32_t p = g_.in[k].src;
+      if (w_.device[p] == d) continue;
+      const uint32_t x = transfer_to(p, d, t, thread, op);
+      w_.in_transfer[k] = x;
+      ready = std::max(ready, w_.transfers[x].end_s);
+    }
+
+    // Issue the op: the host's dispatch cost, then the kernel on the stream (a GPU) or the op
+    // itself on the host thread (a CPU).
+    const double dispatch = g_.dispatch_s[op];
+    const double work = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
+    const double host_start = t;
+    t += dispatch;
+    double start = 0, end = 0;
+    if (gpu) {
+      // The launch queue is full while the kernel launched kLaunchQueueDepth before has not run.
+      double* ring = w_.launch_ring.data() + std::size_t{d} * kLaunchQueueDepth;
+      const uint32_t slot = w_.launched[d] % kLaunchQueueDepth;
+      if (w_.launched[d] >= kLaunchQueueDepth) t = std::max(t, ring[slot]);
+      start = std::max({t, w_.stream_free[d], ready});
+      end = start + work;
+      w_.stream_free[d] = end;
+      ring[slot] = end;
+      ++w_.launched[d];
+      w_.thread_free[thread] = t;
+    } else {
+      start = std::max(t, ready);
+      end = start + work;
+      w_.thread_free[thread] = end;
+      r_.host_busy_s += work;
+    }
+    r_.host_busy_s += dispatch;
+    w_.issued_s[op] = t;
+    w_.end_s[op] = end;
+    if (backward) c.backward_issued = std::max(c.backward_issued, w_.thread_free[thread]);
+    c.step = std::max(c.step, end);
+    r_.devices[d].busy_s += work;
+    if (record_) {
+      r_.host_timeline.push_back({op, thread, host_start, t});
+      r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, start, end, g_.ops[op].output_bytes});
+    }
+    if (!full_) return start;
+
+    // Memory at the issue: the output first, then what this op was the last user of.
+    change(thread, t, d, g_.ops[op].output_bytes, op);
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      if (!g_.in[k].data) continue;
+      const uint32_t p = g_.in[k].src;
+      if (w_.device[p] != d) {
+        const uint32_t x = w_.in_transfer[k];
+        if (--w_.transfers[x].refs == 0) change(thread, t, d, -g_.ops[p].send_bytes, g_.num_ops + x);
+      }
+      if (--w_.refs[p] == 0) change(thread, t, w_.device[p], -g_.ops[p].output_bytes, p);
+    }
+    if (w_.refs[op] == 0) change(thread, t, d, -g_.ops[op].output_bytes, op);
+    return start;
   }
 
  private:
@@ -176,9 +203,12 @@ class EagerPass {
     if (dst_gpu) w_.stream_free[dst] = end;
     if (!src_gpu || !dst_gpu) t = end;  // to or from host memory: synchronous for the host
     r_.host_busy_s += t - host_start;
+    // Readers on dst, for the free at the last of them: the whole placement is known only to the
+    // simulator (a schedule decides later readers later, and times nothing by memory).
     int32_t refs = 0;
-    for (uint32_t k = g_.ops[producer].out_begin; k < g_.ops[producer].out_end; ++k)
-      refs += g_.out[k].data && w_.device[g_.out[k].dst] == dst;
+    if (full_)
+      for (uint32_t k = g_.ops[producer].out_begin; k < g_.ops[producer].out_end; ++k)
+        refs += g_.out[k].data && w_.device[g_.out[k].dst] == dst;
     const uint32_t x = num_transfers_++;
     w_.transfers[x] = EagerTransfer{dst, refs, w_.first_transfer[producer], end};
     w_.first_transfer[producer] = x;
@@ -193,7 +223,7 @@ class EagerPass {
   // A change of `device`'s memory by `bytes` at host time `time_s` on `thread` (each thread's
   // changes come in time order; settle_changes merges the threads).
   void change(uint32_t thread, double time_s, DeviceId device, int64_t bytes, uint32_t buffer) {
-    if (bytes == 0) return;
+    if (bytes == 0 || !full_) return;
     const uint32_t c = num_changes_++;
     w_.changes[c] = MemoryChange{time_s, bytes, buffer, device, kNone};
     if (w_.thread_tail[thread] == kNone)
@@ -236,17 +266,178 @@ class EagerPass {
   EagerScratch& w_;
   SimResult& r_;
   const bool record_;
+  const bool full_;
+  Clock clock_;
   uint32_t num_changes_ = 0;
   uint32_t num_transfers_ = 0;
 };
-
-}  // namespace
 
 void simulate_eager(const FlatGraph& g, std::span<const DeviceId> placement, EagerScratch& scratch, SimResult& r,
                     bool record) {
   scratch.reserve_for(g);
   reset_result(g, r);
-  EagerPass(g, scratch, r, record).run(placement);
+  EagerPass(g, scratch, r, record, /*full=*/true).run(placement);
 }
 
 }  // namespace placelab::sim_detail
+
+namespace placelab {
+
+using sim_detail::EagerPass;
+using sim_detail::kNone;
+using sim_detail::kLaunchQueueDepth;
+
+struct EagerSchedule::Impl {
+  const sim_detail::FlatGraph& g;
+  sim_detail::EagerScratch w;
+  SimResult r;  // the pass's statistics land here; a schedule reports only times
+  EagerPass pass;
+  Placement placement;
+  std::vector<uint8_t> done;
+  uint32_t next = 0;  // the lowest-id uncommitted op that is not a parameter (num_ops: none)
+  // A probe's undo: what an issue may change, saved before and put back after.
+  std::vector<double> saved_stream, saved_thread, saved_link;
+  std::vector<uint32_t> saved_launched;
+  std::vector<uint32_t> saved_first;  // per in-edge of the probed op: its producer's transfer list
+
+  explicit Impl(const sim_detail::FlatGraph& graph)
+      : g(graph), pass(g, w, r, /*record=*/false, /*full=*/false), placement(graph.num_ops, 0), done(graph.num_ops, 0) {
+    w.reserve_for(g);
+    sim_detail::reset_result(g, r);
+    pass.reset();
+    std::fill_n(w.first_transfer.begin(), g.num_ops, kNone);
+    saved_stream.resize(g.num_devices);
+    saved_thread.resize(g.num_devices + 1);
+    saved_link.resize(g.num_links);
+    saved_launched.resize(g.num_devices);
+    advance();
+  }
+
+  void advance() {
+    while (next < g.num_ops && (done[next] || g.state[next])) ++next;
+  }
+
+  void check_order(OpId op, const char* what) const {
+    PLACELAB_CHECK(op < g.num_ops) << what << " of op " << op << " of " << g.num_ops;
+    PLACELAB_CHECK(!done[op]) << what << " of op " << op << ", committed already";
+    PLACELAB_CHECK(g.state[op] || op == next)
+        << what << " of op " << op << " out of program order: op " << next << " comes first";
+  }
+
+  bool has_copy(uint32_t producer, DeviceId d) const {
+    for (uint32_t x = w.first_transfer[producer]; x != kNone; x = w.transfers[x].next)
+      if (w.transfers[x].dst == d) return true;
+    return false;
+  }
+
+  // Issues `op` on `device`, parameters it reads that nobody placed brought along to its device.
+  Times issue(uint32_t op, DeviceId device) {
+    const DeviceId d = g.effective_device(op, device);
+    w.device[op] = d;
+    placement[op] = d;
+    Times t;
+    const uint32_t in_begin = g.ops[op].in_begin, in_end = g.ops[op].in_end;
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      const uint32_t p = g.in[k].src;
+      if (done[p]) continue;
+      PLACELAB_CHECK(g.state[p]) << "op " << op << " reads op " << p << ", which is not committed";
+      w.device[p] = g.effective_device(p, d);
+      placement[p] = w.device[p];
+      pass.issue(p);
+    }
+    // The copies this issue sends: one per remote producer not yet on d (it may read one twice).
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      const uint32_t p = g.in[k].src;
+      if (!g.in[k].data || w.device[p] == d || has_copy(p, d)) continue;
+      bool seen = false;
+      for (uint32_t j = in_begin; j < k && !seen; ++j) seen = g.in[j].data && g.in[j].src == p;
+      if (!seen) t.copy_bytes += g.ops[p].send_bytes;
+    }
+    t.start_s = pass.issue(op);
+    t.end_s = w.end_s[op];
+    return t;
+  }
+
+  Times probe(uint32_t op, DeviceId device) {
+    check_order(op, "probe");
+    std::copy_n(w.stream_free.begin(), g.num_devices, saved_stream.begin());
+    std::copy_n(w.thread_free.begin(), g.num_devices + 1, saved_thread.begin());
+    std::copy_n(w.link_free.begin(), g.num_links, saved_link.begin());
+    std::copy_n(w.launched.begin(), g.num_devices, saved_launched.begin());
+    const EagerPass::Clock clock = pass.clock();
+    const uint32_t transfers = pass.num_transfers();
+    const uint32_t in_begin = g.ops[op].in_begin, in_end = g.ops[op].in_end;
+    saved_first.resize(in_end - in_begin);
+    for (uint32_t k = in_begin; k < in_end; ++k) saved_first[k - in_begin] = w.first_transfer[g.in[k].src];
+    const DeviceId d = g.effective_device(op, device);
+    // The launch-queue slot the kernel would take (the ring is the only state indexed by count).
+    double* ring = w.launch_ring.data() + std::size_t{d} * kLaunchQueueDepth;
+    const uint32_t slot = w.launched[d] % kLaunchQueueDepth;
+    const double saved_ring = ring[slot];
+
+    const Times t = issue(op, device);
+
+    ring[slot] = saved_ring;
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      const uint32_t p = g.in[k].src;
+      w.first_transfer[p] = saved_first[k - in_begin];
+      if (!done[p]) placement[p] = 0;  // a parameter brought along only for the probe
+    }
+    pass.num_transfers() = transfers;
+    pass.clock() = clock;
+    std::copy_n(saved_stream.begin(), g.num_devices, w.stream_free.begin());
+    std::copy_n(saved_thread.begin(), g.num_devices + 1, w.thread_free.begin());
+    std::copy_n(saved_link.begin(), g.num_links, w.link_free.begin());
+    std::copy_n(saved_launched.begin(), g.num_devices, w.launched.begin());
+    placement[op] = 0;
+    return t;
+  }
+
+  Times commit(uint32_t op, DeviceId device) {
+    check_order(op, "commit");
+    const Times t = issue(op, device);
+    for (uint32_t k = g.ops[op].in_begin; k < g.ops[op].in_end; ++k) done[g.in[k].src] = 1;
+    done[op] = 1;
+    advance();
+    return t;
+  }
+};
+
+EagerSchedule::EagerSchedule(const Simulator& simulator) {
+  const sim_detail::FlatGraph& g = *simulator.prepared_;
+  if (!g.eager) throw InputError("an eager schedule needs an eager graph (PyTorch's execution); this one is dataflow");
+  impl_ = std::make_unique<Impl>(g);
+}
+
+EagerSchedule::~EagerSchedule() = default;
+EagerSchedule::EagerSchedule(EagerSchedule&&) noexcept = default;
+EagerSchedule& EagerSchedule::operator=(EagerSchedule&&) noexcept = default;
+
+EagerSchedule::Times EagerSchedule::probe(OpId op, DeviceId device) {
+  PLACELAB_CHECK(device < impl_->g.num_devices) << "device " << device;
+  return impl_->probe(op, device);
+}
+
+EagerSchedule::Times EagerSchedule::commit(OpId op, DeviceId device) {
+  PLACELAB_CHECK(device < impl_->g.num_devices) << "device " << device;
+  return impl_->commit(op, device);
+}
+
+bool EagerSchedule::committed(OpId op) const { return op < impl_->g.num_ops && impl_->done[op]; }
+
+bool EagerSchedule::is_parameter(OpId op) const { return op < impl_->g.num_ops && impl_->g.state[op]; }
+
+DeviceId EagerSchedule::device(OpId op) const {
+  PLACELAB_CHECK(committed(op)) << "op " << op << " is not committed";
+  return impl_->w.device[op];
+}
+
+double EagerSchedule::makespan_s() const {
+  double step = impl_->pass.clock().step;
+  for (uint32_t x = 0; x < impl_->pass.num_transfers(); ++x) step = std::max(step, impl_->w.transfers[x].end_s);
+  return step;
+}
+
+const Placement& EagerSchedule::placement() const { return impl_->placement; }
+
+}  // namespace placelab

@@ -240,4 +240,8 @@ void simulate_eager(const FlatGraph& g, std::span<const DeviceId> placement, Eag
                     bool record);
 
 }  // namespace sim_detail
+
+// What a Simulator holds (simulator.h keeps it opaque); the eager schedule reads it too.
+struct Simulator::Prepared : sim_detail::FlatGraph {};
+
 }  // namespace placelab

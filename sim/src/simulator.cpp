@@ -139,7 +139,6 @@ using sim_detail::QueueState;
 using sim_detail::ReadyOp;
 using sim_detail::Transfer;
 
-struct Simulator::Prepared : FlatGraph {};
 
 // Per-evaluation state. Arrays are sized for the largest graph and machine seen so far.
 struct SimWorkspace::Impl {

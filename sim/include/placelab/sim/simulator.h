@@ -161,6 +161,7 @@ class Simulator {
   DeviceId op_time_representative(DeviceId device) const;
 
  private:
+  friend class EagerSchedule;  // builds a step op by op on the prepared graph (eager_schedule.h)
   struct Prepared;
   std::unique_ptr<Prepared> prepared_;
 };
