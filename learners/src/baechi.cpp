@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +22,9 @@
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/sim/eager_schedule.h"
+#include "placelab/sim/link_book.h"
+#include "placelab/sim/simulator.h"
 #include "registry_entries.h"
 
 namespace placelab {
@@ -105,6 +109,8 @@ namespace {
 // order, as in the simulator and heft_placement. Baechi models one channel per device instead
 // (DeviceWrapper.send_tensor / recv_tensor); the machine's links are the finer model we have.
 // Given favorite children (m-SCT), the schedule also follows SCT's rule for them (see select()).
+// On an eager graph the times are the eager model's own (EagerSchedule): the ready op is the next in
+// program order, and its start on a device is where the simulator would start it.
 class EtfSchedule {
  public:
   // `favorite`: empty for m-ETF; for m-SCT, each op's favorite child (sct_favorite_children).
@@ -120,9 +126,14 @@ class EtfSchedule {
         targets_(placement_targets(machine_, who)),
         cpu_(machine_.default_cpu()),
         coloc_(group_by_colocation(graph)),
-        wire_(wire_bytes(graph)) {}
+        wire_(wire_bytes(graph)) {
+    if (graph.execution() == Execution::kEager) {
+      simulator_ = std::make_unique<Simulator>(graph, cost);
+      eager_.emplace(*simulator_);
+    }
+  }
 
-  Placement run();
+  ListSchedule run();
 
  private:
   static constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -151,6 +162,12 @@ class EtfSchedule {
   void keep_devices_for_favorites(bool respect_memory);
   Choice select(bool respect_memory);
   void commit(OpId op, DeviceId d);
+  void schedule_on_streams(OpId op, DeviceId d);
+  // When src's output, sent to d once src finishes, is there (`commit`: its links are held).
+  double copy_end_s(OpId src, DeviceId d, bool commit) {
+    return links_.book(machine_.route(p_[src], d).hops, finish_[src], cost_.transfer_time_s(wire_[src], p_[src], d),
+                       commit);
+  }
   void release_output(OpId producer);
 
   const OpGraph& graph_;
@@ -164,12 +181,14 @@ class EtfSchedule {
   const std::optional<DeviceId> cpu_;
   const Grouping coloc_;
   const std::vector<int64_t> wire_;
+  std::unique_ptr<Simulator> simulator_;  // eager graphs: the schedule's rule
+  std::optional<EagerSchedule> eager_;
 
   std::vector<std::size_t> topo_pos_;
   std::vector<double> op_time_;          // [op * devices + d], s
   std::vector<double> stream_free_;      // [stream]: when it is next free, s
   std::vector<std::size_t> stream_begin_;  // device d's streams: [stream_begin_[d], stream_begin_[d+1])
-  std::vector<double> link_free_;        // [link direction]: when it is next free, s
+  LinkBook links_;
   std::vector<double> arrival_;          // [producer * devices + d]: its output's arrival on d; < 0: not sent
   std::vector<double> probe_ready_;      // [op * devices + d]: probe() cache
   std::vector<int64_t> probe_copy_bytes_;
@@ -202,7 +221,7 @@ void EtfSchedule::prepare() {
   for (DeviceId d = 0; d < num_devices_; ++d)
     stream_begin_[d + 1] = stream_begin_[d] + static_cast<std::size_t>(std::max(1, machine_.devices[d].streams));
   stream_free_.assign(stream_begin_.back(), 0.0);
-  link_free_.assign(machine_.num_link_directions(), 0.0);
+  links_.reset(machine_.num_link_directions());
   arrival_.assign(n_ * num_devices_, -1.0);
   probe_ready_.assign(n_ * num_devices_, 0.0);
   probe_copy_bytes_.assign(n_ * num_devices_, 0);
@@ -223,8 +242,9 @@ void EtfSchedule::prepare() {
   for (OpId op = 0; op < n_; ++op) {
     inputs_left_[op] = graph_.in_degree(op);
     consumers_left_[op] = graph_.out_degree(op);
-    if (inputs_left_[op] == 0) ready_.push_back(op);
+    if (inputs_left_[op] == 0 && !eager_) ready_.push_back(op);
   }
+  if (eager_ && n_ > 0) ready_.push_back(0);  // program order: one op at a time
   p_.assign(n_, targets_.front());
 }
 
@@ -255,9 +275,7 @@ void EtfSchedule::probe(OpId op, DeviceId d, double& ready_s, int64_t& copy_byte
       if (arrived >= 0) {
         at = arrived;
       } else {
-        double start = finish_[src];
-        for (LinkDirection h : machine_.route(p_[src], d).hops) start = std::max(start, link_free_[h]);
-        at = start + cost_.transfer_time_s(wire_[src], p_[src], d);
+        at = copy_end_s(src, d, /*commit=*/false);
         copy_bytes += wire_[src];
       }
     }
@@ -279,6 +297,10 @@ bool EtfSchedule::fits(OpId op, DeviceId d, int64_t copy_bytes) const {
 }
 
 double EtfSchedule::start_on(OpId op, DeviceId d, bool respect_memory) {
+  if (eager_) {
+    const EagerSchedule::Times t = eager_->probe(op, d);
+    return respect_memory && !fits(op, d, t.copy_bytes) ? kNever : t.start_s;
+  }
   double ready_s = 0;
   int64_t copy_bytes = 0;
   probe(op, d, ready_s, copy_bytes);
@@ -299,6 +321,7 @@ void EtfSchedule::keep_devices_for_favorites(bool respect_memory) {
     if (!last_op_[d]) continue;
     const std::optional<OpId> child = favorite_[*last_op_[d]];
     if (!child || scheduled_[*child] || inputs_left_[*child] != 0) continue;
+    if (eager_ && *child != ready_.front()) continue;  // it cannot run before the op PyTorch issues next
     double here_s = kNever, elsewhere_s = kNever;
     DeviceId storage = 0;
     for (DeviceId e : devices_of(*child, storage)) {
@@ -346,29 +369,18 @@ EtfSchedule::Choice EtfSchedule::select(bool respect_memory) {
 // Schedules op on d: its input copies (in input order; they may queue behind each other on a
 // shared link), the earliest free stream, the group's device and persistent bytes, its output.
 void EtfSchedule::commit(OpId op, DeviceId d) {
-  double ready_s = 0;
-  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-    double at = finish_[src];
-    if (!t.control && p_[src] != d) {
+  if (eager_) {
+    finish_[op] = eager_->commit(op, d).end_s;
+    // The copies it received, for the memory bookkeeping below (their times are the schedule's).
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
       double& arrived = arrival_[src * num_devices_ + d];
-      if (arrived < 0) {
-        const Route route = machine_.route(p_[src], d);
-        double start = finish_[src];
-        for (LinkDirection h : route.hops) start = std::max(start, link_free_[h]);
-        arrived = start + cost_.transfer_time_s(wire_[src], p_[src], d);
-        for (LinkDirection h : route.hops) link_free_[h] = arrived;
-        used_bytes_[d] += wire_[src];
-        ++link_version_;
-      }
-      at = arrived;
-    }
-    ready_s = std::max(ready_s, at);
-  });
-  std::size_t stream = stream_begin_[d];
-  for (std::size_t s = stream_begin_[d]; s < stream_begin_[d + 1]; ++s)
-    if (stream_free_[s] < stream_free_[stream]) stream = s;
-  finish_[op] = std::max(ready_s, stream_free_[stream]) + op_time_[op * num_devices_ + d];
-  stream_free_[stream] = finish_[op];
+      if (t.control || p_[src] == d || arrived >= 0) return;
+      arrived = finish_[src];
+      used_bytes_[d] += wire_[src];
+    });
+  } else {
+    schedule_on_streams(op, d);
+  }
   p_[op] = d;
   scheduled_[op] = 1;
   last_op_[d] = op;
@@ -388,8 +400,33 @@ void EtfSchedule::commit(OpId op, DeviceId d) {
 
   ready_.erase(std::find(ready_.begin(), ready_.end(), op));
   graph_.for_each_out_edge(op, [&](OpId dst, const Tensor&) {
-    if (--inputs_left_[dst] == 0) ready_.push_back(dst);
+    if (--inputs_left_[dst] == 0 && !eager_) ready_.push_back(dst);
   });
+  if (eager_ && op + 1 < n_) ready_.push_back(op + 1);
+}
+
+// The dataflow model's part of commit: op's input copies (in input order; they may queue behind
+// each other on a shared link) and the earliest free stream of d.
+void EtfSchedule::schedule_on_streams(OpId op, DeviceId d) {
+  double ready_s = 0;
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+    double at = finish_[src];
+    if (!t.control && p_[src] != d) {
+      double& arrived = arrival_[src * num_devices_ + d];
+      if (arrived < 0) {
+        arrived = copy_end_s(src, d, /*commit=*/true);
+        used_bytes_[d] += wire_[src];
+        ++link_version_;
+      }
+      at = arrived;
+    }
+    ready_s = std::max(ready_s, at);
+  });
+  std::size_t stream = stream_begin_[d];
+  for (std::size_t s = stream_begin_[d]; s < stream_begin_[d + 1]; ++s)
+    if (stream_free_[s] < stream_free_[stream]) stream = s;
+  finish_[op] = std::max(ready_s, stream_free_[stream]) + op_time_[op * num_devices_ + d];
+  stream_free_[stream] = finish_[op];
 }
 
 void EtfSchedule::release_output(OpId producer) {
@@ -398,7 +435,7 @@ void EtfSchedule::release_output(OpId producer) {
     if (d != p_[producer] && arrival_[producer * num_devices_ + d] >= 0) used_bytes_[d] -= wire_[producer];
 }
 
-Placement EtfSchedule::run() {
+ListSchedule EtfSchedule::run() {
   prepare();
   while (!ready_.empty()) {
     Choice c = select(respect_memory_);
@@ -408,13 +445,23 @@ Placement EtfSchedule::run() {
     PLACELAB_CHECK(c.found()) << "no device for " << ready_.size() << " ready ops";
     commit(c.op, c.device);
   }
-  return std::move(p_);
+  double makespan = 0;
+  if (eager_) {
+    makespan = eager_->makespan_s();
+  } else {
+    for (OpId op = 0; op < n_; ++op) makespan = std::max(makespan, finish_[op]);
+  }
+  return {std::move(p_), makespan};
 }
 
 }  // namespace
 
-Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options) {
+ListSchedule m_etf_schedule(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options) {
   return EtfSchedule(graph, cost, options.respect_memory, {}, "m_etf").run();
+}
+
+Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options) {
+  return m_etf_schedule(graph, cost, options).placement;
 }
 
 // ---- m-SCT -------------------------------------------------------------------------------------
@@ -638,8 +685,12 @@ std::vector<std::optional<OpId>> sct_favorite_children(const OpGraph& graph, con
   return favorite;
 }
 
-Placement m_sct_placement(const OpGraph& graph, const CostModel& cost, const MSctOptions& options) {
+ListSchedule m_sct_schedule(const OpGraph& graph, const CostModel& cost, const MSctOptions& options) {
   return EtfSchedule(graph, cost, options.respect_memory, sct_favorite_children(graph, cost, options), "m_sct").run();
+}
+
+Placement m_sct_placement(const OpGraph& graph, const CostModel& cost, const MSctOptions& options) {
+  return m_sct_schedule(graph, cost, options).placement;
 }
 
 // ---- Registry entries --------------------------------------------------------------------------

@@ -14,6 +14,9 @@
 #include "placelab/graph/numbers.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/sim/eager_schedule.h"
+#include "placelab/sim/link_book.h"
+#include "placelab/sim/simulator.h"
 #include "registry_entries.h"
 
 namespace placelab {
@@ -229,12 +232,22 @@ namespace {
 // HEFT (Topcuoglu et al. 2002) with insertion, over the machine's streams and links: ops in
 // decreasing upward rank, each on the candidate device where it finishes first. Members are the
 // schedule so far, which every choice reads.
+// On an eager graph the order is PyTorch's program order instead and finish times are the eager
+// model's own (EagerSchedule): see run_eager.
 class HeftScheduler {
  public:
   HeftScheduler(const OpGraph& graph, const CostModel& cost, const HeftOptions& options);
-  Placement run();
+  ListSchedule run();
 
  private:
+  ListSchedule run_eager();
+  // The device among `devs` where the eager model finishes op first; ties to the device holding
+  // its largest input, as best_device.
+  DeviceId best_eager_device(OpId op, const std::vector<DeviceId>& devs, EagerSchedule& schedule);
+  // Books what `schedule` committed for op and the parameters it brought along.
+  void record_eager(OpId op, const EagerSchedule& schedule);
+  // On equal finish times, the device holding op's largest placed input (-1: none).
+  int preferred_device(OpId op) const;
   using Interval = std::pair<double, double>;
 
   std::vector<DeviceId> allowed(OpId op) const;
@@ -278,7 +291,7 @@ class HeftScheduler {
   // Link directions are FIFO resources held for a whole transfer, and what crosses devices follows
   // graph/transfers.h (the simulator's and the executors' rule): a producer's output goes to a
   // device once, its largest data edge on the wire. Arrival times account for committed transfers.
-  std::vector<double> link_free_;
+  LinkBook links_;
   std::vector<int64_t> wire_;
   std::unordered_map<uint64_t, double> arrived_;  // (producer, device) → arrival of its output there
 };
@@ -298,7 +311,7 @@ HeftScheduler::HeftScheduler(const OpGraph& graph, const CostModel& cost, const 
       busy_(machine_.num_devices()),
       finish_(graph.num_ops(), 0.0),
       placed_(graph.num_ops(), false),
-      link_free_(machine_.num_link_directions(), 0.0),
+      links_(machine_.num_link_directions()),
       wire_(wire_bytes(graph)) {
   if ((options.include_cpu || candidates_.empty()) && cpu_) candidates_.push_back(*cpu_);
   if (candidates_.empty()) throw InputError("heft: machine \"" + machine_.name + "\" has no devices");
@@ -351,14 +364,9 @@ double HeftScheduler::arrival(OpId src, const Tensor& t, DeviceId d, bool commit
   if (p_[src] == d || t.control) return finish_[src];
   const uint64_t key = (static_cast<uint64_t>(src) << 16) | d;
   if (auto it = arrived_.find(key); it != arrived_.end()) return it->second;
-  const Route& route = machine_.route(p_[src], d);
-  double start = finish_[src];
-  for (LinkDirection h : route.hops) start = std::max(start, link_free_[h]);
-  const double end = start + cost_.transfer_time_s(wire_[src], p_[src], d);
-  if (commit) {
-    for (LinkDirection h : route.hops) link_free_[h] = end;
-    arrived_.emplace(key, end);
-  }
+  const double end = links_.book(machine_.route(p_[src], d).hops, finish_[src],
+                                 cost_.transfer_time_s(wire_[src], p_[src], d), commit);
+  if (commit) arrived_.emplace(key, end);
   return end;
 }
 
@@ -418,9 +426,9 @@ std::vector<DeviceId> HeftScheduler::devices_for(OpId op) const {
   return fit.empty() ? devs : fit;
 }
 
-DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) {
-  // On equal finish times prefer the device holding the op's largest input: symmetric machines
-  // produce many ties, and breaking them by device id would scatter chains for nothing.
+// Symmetric machines produce many ties, and breaking them by device id would scatter chains for
+// nothing.
+int HeftScheduler::preferred_device(OpId op) const {
   int preferred = -1;
   int64_t preferred_bytes = -1;
   graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
@@ -429,6 +437,11 @@ DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) 
       preferred = p_[src];
     }
   });
+  return preferred;
+}
+
+DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) {
+  const int preferred = preferred_device(op);
   double best_finish = std::numeric_limits<double>::infinity();
   DeviceId best_dev = devs.front();
   for (DeviceId d : devs) {
@@ -448,7 +461,8 @@ DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) 
   return best_dev;
 }
 
-Placement HeftScheduler::run() {
+ListSchedule HeftScheduler::run() {
+  if (graph_.execution() == Execution::kEager) return run_eager();
   for (OpId op : rank_order()) {
     if (placed_[op] || is_deferred(op)) continue;
     // Inputs whose device is already decided by their colocation group are placed now.
@@ -467,13 +481,81 @@ Placement HeftScheduler::run() {
       const GroupId g = coloc_.group_of(op);
       schedule_on(op, group_device_[g] >= 0 ? static_cast<DeviceId>(group_device_[g]) : allowed(op).front());
     }
-  return p_;
+  double makespan = 0;
+  for (OpId op = 0; op < graph_.num_ops(); ++op) makespan = std::max(makespan, finish_[op]);
+  return {p_, makespan};
+}
+
+// PyTorch issues the ops in program order, so that is HEFT's order here (an upward rank cannot
+// reorder them), and each op goes where the eager model finishes it first. Parameters are placed
+// with their first reader, as sources are above: EagerSchedule brings them along.
+ListSchedule HeftScheduler::run_eager() {
+  const Simulator simulator(graph_, cost_);
+  EagerSchedule schedule(simulator);
+  for (OpId op = 0; op < graph_.num_ops(); ++op) {
+    if (placed_[op]) continue;
+    if (is_deferred(op) && schedule.is_parameter(op)) continue;
+    // Inputs whose device their colocation group decided already go there, not with op.
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      const int gd = group_device_[coloc_.group_of(src)];
+      if (!placed_[src] && gd >= 0) {
+        schedule.commit(src, static_cast<DeviceId>(gd));
+        record_eager(src, schedule);
+      }
+    });
+    const DeviceId d = best_eager_device(op, devices_for(op), schedule);
+    schedule.commit(op, d);
+    record_eager(op, schedule);
+  }
+  // Parameters nobody reads.
+  for (OpId op = 0; op < graph_.num_ops(); ++op)
+    if (!placed_[op]) {
+      const GroupId g = coloc_.group_of(op);
+      schedule.commit(op, group_device_[g] >= 0 ? static_cast<DeviceId>(group_device_[g]) : allowed(op).front());
+      record_eager(op, schedule);
+    }
+  return {p_, schedule.makespan_s()};
+}
+
+DeviceId HeftScheduler::best_eager_device(OpId op, const std::vector<DeviceId>& devs, EagerSchedule& schedule) {
+  const int preferred = preferred_device(op);
+  double best_finish = std::numeric_limits<double>::infinity();
+  DeviceId best_dev = devs.front();
+  for (DeviceId d : devs) {
+    const double f = schedule.probe(op, d).end_s;
+    const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
+    if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
+      best_finish = f;
+      best_dev = d;
+    }
+  }
+  return best_dev;
+}
+
+void HeftScheduler::record_eager(OpId op, const EagerSchedule& schedule) {
+  auto book = [&](OpId v) {
+    if (placed_[v] || !schedule.committed(v)) return;
+    const DeviceId d = schedule.device(v);
+    p_[v] = d;
+    placed_[v] = true;
+    const GroupId g = coloc_.group_of(v);
+    if (group_device_[g] < 0) {
+      group_device_[g] = d;
+      persistent_on_[d] += group_persistent_[g];
+    }
+  };
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor&) { book(src); });
+  book(op);
 }
 
 }  // namespace
 
-Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options) {
+ListSchedule heft_schedule(const OpGraph& graph, const CostModel& cost, const HeftOptions& options) {
   return HeftScheduler(graph, cost, options).run();
+}
+
+Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options) {
+  return heft_schedule(graph, cost, options).placement;
 }
 
 // ---- Registry entries --------------------------------------------------------------------------

@@ -159,7 +159,7 @@ struct ModelData {
 // The model's makespan (ms) of a group placement (an index into devices per group), scheduled as
 // a list in task order: each task starts when its inputs have arrived and its single-stream device
 // is free. Also the start times. Empty when the persistent bytes do not fit.
-struct ListSchedule {
+struct ModelSchedule {
   double makespan = 0;
   std::vector<double> start;
 };
@@ -171,7 +171,7 @@ double delay_ms(const CostModel& cost, const std::vector<int64_t>& bytes, Device
   return s * kMs;
 }
 
-std::optional<ListSchedule> schedule_in_model(const Tasks& t, const ModelData& d, const CostModel& cost,
+std::optional<ModelSchedule> schedule_in_model(const Tasks& t, const ModelData& d, const CostModel& cost,
                                               const std::vector<std::size_t>& device_of_group) {
   const Machine& m = cost.machine();
   std::vector<int64_t> used(d.devices.size(), 0);
@@ -187,7 +187,7 @@ std::optional<ListSchedule> schedule_in_model(const Tasks& t, const ModelData& d
   const auto duration = [&](std::size_t task) {
     return t.pinned[task] ? d.p[task][0] : d.p[task][device_of_group[t.group_of_task[task]]];
   };
-  ListSchedule s;
+  ModelSchedule s;
   s.start.assign(t.size(), 0);
   std::vector<double> finish(t.size(), 0), free_at(m.num_devices(), 0);
   for (std::size_t task : t.order) {
@@ -513,10 +513,10 @@ ExactResult solve_exact(const OpGraph& graph, const CostModel& cost, const Group
 
   // The start: the best of every group on one device and HEFT's placement, scheduled in the model.
   ExactResult result;
-  std::optional<ListSchedule> start;
+  std::optional<ModelSchedule> start;
   std::vector<std::size_t> start_devices;
   const auto consider = [&](std::vector<std::size_t> devs) {
-    std::optional<ListSchedule> s = schedule_in_model(t, d, cost, devs);
+    std::optional<ModelSchedule> s = schedule_in_model(t, d, cost, devs);
     if (s && (!start || s->makespan < start->makespan)) {
       start = std::move(s);
       start_devices = std::move(devs);

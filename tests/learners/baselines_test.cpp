@@ -337,5 +337,30 @@ TEST(ScotchBaseline, IsDeterministicOnALargeGraph) {
   for (int run = 0; run < 3; ++run) EXPECT_EQ(scotch_placement(model.graph, cost), first) << "run " << run;
 }
 
+// On a PyTorch graph the list schedulers build the step with the eager model itself
+// (EagerSchedule), so the makespan each predicts is the simulated step of its placement, to the
+// bit: the zoo's models that have a PyTorch form, on every single-node preset.
+TEST(ListSchedulers, PredictTheSimulatedStepOfTheirPlacementOnEagerGraphs) {
+  for (const char* spec : {"resnet50:framework=pytorch,batch=16,image=64", "alexnet:framework=pytorch,batch=32,image=224",
+                           "inception_v3:framework=pytorch,batch=8", "bert_base:framework=pytorch,layers=2"}) {
+    const models::Model model = models::make_model(models::ModelSpec::parse(spec));
+    ASSERT_EQ(model.graph.execution(), Execution::kEager) << spec;
+    for (const char* preset : {"k80x4", "p100x4", "dgx1", "h100x8"}) {
+      const Machine machine = load_machine(preset);
+      const AnalyticCostModel cost(machine);
+      const Simulator sim(model.graph, cost);
+      const std::vector<std::pair<std::string, ListSchedule>> schedules = {
+          {"heft", heft_schedule(model.graph, cost)},
+          {"m_etf", m_etf_schedule(model.graph, cost)},
+          {"m_sct", m_sct_schedule(model.graph, cost)}};
+      for (const auto& [name, schedule] : schedules) {
+        const SimResult r = sim.simulate(schedule.placement);
+        EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << spec << ", " << preset;
+        EXPECT_GT(r.step_time_s, 0.0);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace placelab

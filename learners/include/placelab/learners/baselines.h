@@ -62,6 +62,17 @@ Placement scotch_placement(const OpGraph& graph, const CostModel& cost, const Sc
 // MinCut: scotch_placement with include_cpu = false.
 Placement mincut_placement(const OpGraph& graph, const CostModel& cost, int seed = 1);
 
+// What a list scheduler built: its placement and the step it predicts for it. On an eager graph
+// (PyTorch: Execution::kEager) the schedulers below build the step through EagerSchedule
+// (sim/eager_schedule.h), the simulator's own rule, in program order, so makespan_s is exactly the
+// step Simulator::simulate reports for the placement. On a dataflow graph they keep their own model
+// of TensorFlow's executor (docs/learners.md, "List schedulers and the simulator", says where it
+// and the simulator differ), and makespan_s is that model's.
+struct ListSchedule {
+  Placement placement;
+  double makespan_s = 0;
+};
+
 struct HeftOptions {
   bool include_cpu = false;  // let ordinary ops go to the CPU too (cpu_only ops always may)
   bool respect_memory = true;  // skip devices whose persistent bytes would exceed their capacity
@@ -73,8 +84,11 @@ struct HeftOptions {
 // directions of its route in FIFO order. Source ops (variables, inputs) are placed with their first
 // consumer; colocated ops follow the first of their group to be placed; cpu_only ops may only use
 // the CPU. With respect_memory, a device is skipped while the persistent bytes already on it plus
-// the group's would exceed its memory (unless no device fits). Deterministic.
+// the group's would exceed its memory (unless no device fits). Deterministic. On an eager graph the
+// ops go in program order (the order PyTorch issues them), each to the device where the eager
+// model finishes it first.
 Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
+ListSchedule heft_schedule(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
 
 // Baechi's memory-constrained placers (Jeon et al., "Baechi: Fast Device Placement of Machine
 // Learning Graphs", SoCC 2020; code: github.com/beomyeol/baechi, placer/m_topo.py, m_etf.py,
@@ -108,7 +122,10 @@ struct MEtfOptions {
 // (its output, the input copies it would receive, and its colocation group's persistent bytes
 // when the group is not placed yet) exceed its memory; an output (and its copies) is freed once
 // all its consumers are scheduled. When no ready op fits anywhere, memory is ignored for that step.
+// On an eager graph the one ready op is the next in program order, and start times are the eager
+// model's.
 Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options = {});
+ListSchedule m_etf_schedule(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options = {});
 
 struct MSctOptions {
   // Hanen & Munier's rounding of the LP: edge i → j makes j i's favorite child when the LP pays at
@@ -135,6 +152,8 @@ std::vector<std::optional<OpId>> sct_favorite_children(const OpGraph& graph, con
 // that is ready, unscheduled and starts there no later than anywhere else is kept for that child;
 // another op may start on it only once it is urgent, at the latest of its start times over the
 // devices it may use (when its inputs could be everywhere). Favorites from sct_favorite_children.
+// On an eager graph a device is kept only for a favorite child that is the next op in program order.
 Placement m_sct_placement(const OpGraph& graph, const CostModel& cost, const MSctOptions& options = {});
+ListSchedule m_sct_schedule(const OpGraph& graph, const CostModel& cost, const MSctOptions& options = {});
 
 }  // namespace placelab
