@@ -263,7 +263,7 @@ void build_alexnet(TrainingGraphBuilder& b, const GenOptions& o) {
     x = b.relu(b.conv2d_bias(x, w, b.variable("biases", {c.filters}), c.stride, c.pad, c.pad));
     if (c.pool) x = b.max_pool(x, 3, 2, 0);
   }
-  if (b.shape(x)[1] < 6) throw InputError("model 'alexnet': image = " + std::to_string(side) + ": must be >= 63 pixels");
+  if (b.shape(x)[1] < 6) throw InputError("model 'alexnet': image = " + std::to_string(side) + ": must be >= 223 pixels (the last feature map is then 6x6)");
   {
     auto l = b.layer("avgpool", layer++);
     const Shape s = b.shape(x);
