@@ -11,14 +11,22 @@
 
 namespace placelab::sim_detail {
 
+// The host's program position: the step so far and where the backward pass stands. Kept by the
+// caller of EagerPass::issue (a local of the simulator's loop, so that it stays in registers; a
+// member of a schedule, which saves and restores it around a probe).
+struct EagerClock {
+  double step = 0, backward_issued = 0, main_at_backward = 0;
+  bool in_backward = false, after_backward = false;
+};
+
 // The pass's state and its step: `issue` settles one op given its inputs' devices and times. The
-// simulator issues every op in id order with the whole placement known (`full`: memory, statistics,
-// timeline too); an EagerSchedule issues ops as a scheduler commits them (timing only), so both
-// follow one rule.
+// simulator issues every op in id order with the whole placement known (kFull: memory,
+// statistics, timeline too); an EagerSchedule issues ops as a scheduler commits them (timing
+// only), so both follow one rule.
+template <bool kFull>
 class EagerPass {
  public:
-  EagerPass(const FlatGraph& g, EagerScratch& w, SimResult& r, bool record, bool full)
-      : g_(g), w_(w), r_(r), record_(record), full_(full) {}
+  EagerPass(const FlatGraph& g, EagerScratch& w, SimResult& r, bool record) : g_(g), w_(w), r_(r), record_(record) {}
 
   // Clears the clocks: nothing issued, every resource free at 0.
   void reset() {
@@ -35,7 +43,6 @@ class EagerPass {
     std::fill_n(w_.peak.begin(), nd, int64_t{0});
     num_changes_ = 0;
     num_transfers_ = 0;
-    clock_ = Clock{};
   }
 
   void run(std::span<const DeviceId> placement) {
@@ -49,8 +56,9 @@ class EagerPass {
       r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
       ++r_.devices[d].num_ops;
     }
-    for (uint32_t op = 0; op < n; ++op) issue(op);
-    double step = clock_.step;
+    EagerClock clock;
+    for (uint32_t op = 0; op < n; ++op) issue(op, clock);
+    double step = clock.step;
     for (uint32_t x = 0; x < num_transfers_; ++x) step = std::max(step, w_.transfers[x].end_s);
     r_.step_time_s = step;
     r_.transfers = num_transfers_;
@@ -62,31 +70,22 @@ class EagerPass {
                        [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_s < b.start_s; });
   }
 
-  // The host's program position: the step so far and where the backward pass stands. Small, so
-  // that a schedule's probe can save and restore it whole.
-  struct Clock {
-    double step = 0, backward_issued = 0, main_at_backward = 0;
-    bool in_backward = false, after_backward = false;
-  };
-  Clock& clock() { return clock_; }
-  const Clock& clock() const { return clock_; }
   uint32_t& num_transfers() { return num_transfers_; }
   uint32_t num_transfers() const { return num_transfers_; }
 
   // Issues `op` on w_.device[op], its inputs issued before: the host thread's dispatch, its input
   // copies, its kernel (or its CPU work). Returns when its work starts on its device; w_.end_s[op]
   // holds when it ends.
-  double issue(uint32_t op) {
+  [[gnu::always_inline]] double issue(uint32_t op, EagerClock& c) {
     const DeviceId d = w_.device[op];
     if (g_.state[op]) {
       // A parameter or buffer: there before the step, issued by nobody, no work on its device.
       w_.issued_s[op] = 0;
       w_.end_s[op] = 0;
       if (record_) r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, 0, 0, g_.ops[op].output_bytes});
-      if (full_ && w_.refs[op] != 0) change(0, w_.thread_free[0], d, g_.ops[op].output_bytes, op);
+      if (kFull && w_.refs[op] != 0) change(0, w_.thread_free[0], d, g_.ops[op].output_bytes, op);
       return 0;
     }
-    Clock& c = clock_;
     const bool gpu = g_.device_is_gpu[d];
     const bool backward = g_.backward[op];
     // Autograd's engine runs a GPU's backward nodes on a thread of that GPU; everything else is
@@ -156,7 +155,7 @@ class EagerPass {
       r_.host_timeline.push_back({op, thread, host_start, t});
       r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, 0, start, end, g_.ops[op].output_bytes});
     }
-    if (!full_) return start;
+    if constexpr (!kFull) return start;
 
     // Memory at the issue: the output first, then what this op was the last user of.
     change(thread, t, d, g_.ops[op].output_bytes, op);
@@ -206,7 +205,7 @@ class EagerPass {
     // Readers on dst, for the free at the last of them: the whole placement is known only to the
     // simulator (a schedule decides later readers later, and times nothing by memory).
     int32_t refs = 0;
-    if (full_)
+    if constexpr (kFull)
       for (uint32_t k = g_.ops[producer].out_begin; k < g_.ops[producer].out_end; ++k)
         refs += g_.out[k].data && w_.device[g_.out[k].dst] == dst;
     const uint32_t x = num_transfers_++;
@@ -223,7 +222,7 @@ class EagerPass {
   // A change of `device`'s memory by `bytes` at host time `time_s` on `thread` (each thread's
   // changes come in time order; settle_changes merges the threads).
   void change(uint32_t thread, double time_s, DeviceId device, int64_t bytes, uint32_t buffer) {
-    if (bytes == 0 || !full_) return;
+    if (bytes == 0 || !kFull) return;
     const uint32_t c = num_changes_++;
     w_.changes[c] = MemoryChange{time_s, bytes, buffer, device, kNone};
     if (w_.thread_tail[thread] == kNone)
@@ -266,8 +265,6 @@ class EagerPass {
   EagerScratch& w_;
   SimResult& r_;
   const bool record_;
-  const bool full_;
-  Clock clock_;
   uint32_t num_changes_ = 0;
   uint32_t num_transfers_ = 0;
 };
@@ -276,7 +273,7 @@ void simulate_eager(const FlatGraph& g, std::span<const DeviceId> placement, Eag
                     bool record) {
   scratch.reserve_for(g);
   reset_result(g, r);
-  EagerPass(g, scratch, r, record, /*full=*/true).run(placement);
+  EagerPass<true>(g, scratch, r, record).run(placement);
 }
 
 }  // namespace placelab::sim_detail
@@ -291,7 +288,8 @@ struct EagerSchedule::Impl {
   const sim_detail::FlatGraph& g;
   sim_detail::EagerScratch w;
   SimResult r;  // the pass's statistics land here; a schedule reports only times
-  EagerPass pass;
+  EagerPass<false> pass;
+  sim_detail::EagerClock clock;
   Placement placement;
   std::vector<uint8_t> done;
   uint32_t next = 0;  // the lowest-id uncommitted op that is not a parameter (num_ops: none)
@@ -301,7 +299,7 @@ struct EagerSchedule::Impl {
   std::vector<uint32_t> saved_first;  // per in-edge of the probed op: its producer's transfer list
 
   explicit Impl(const sim_detail::FlatGraph& graph)
-      : g(graph), pass(g, w, r, /*record=*/false, /*full=*/false), placement(graph.num_ops, 0), done(graph.num_ops, 0) {
+      : g(graph), pass(g, w, r, /*record=*/false), placement(graph.num_ops, 0), done(graph.num_ops, 0) {
     w.reserve_for(g);
     sim_detail::reset_result(g, r);
     pass.reset();
@@ -343,7 +341,7 @@ struct EagerSchedule::Impl {
       PLACELAB_CHECK(g.state[p]) << "op " << op << " reads op " << p << ", which is not committed";
       w.device[p] = g.effective_device(p, d);
       placement[p] = w.device[p];
-      pass.issue(p);
+      pass.issue(p, clock);
     }
     // The copies this issue sends: one per remote producer not yet on d (it may read one twice).
     for (uint32_t k = in_begin; k < in_end; ++k) {
@@ -353,7 +351,7 @@ struct EagerSchedule::Impl {
       for (uint32_t j = in_begin; j < k && !seen; ++j) seen = g.in[j].data && g.in[j].src == p;
       if (!seen) t.copy_bytes += g.ops[p].send_bytes;
     }
-    t.start_s = pass.issue(op);
+    t.start_s = pass.issue(op, clock);
     t.end_s = w.end_s[op];
     return t;
   }
@@ -364,7 +362,7 @@ struct EagerSchedule::Impl {
     std::copy_n(w.thread_free.begin(), g.num_devices + 1, saved_thread.begin());
     std::copy_n(w.link_free.begin(), g.num_links, saved_link.begin());
     std::copy_n(w.launched.begin(), g.num_devices, saved_launched.begin());
-    const EagerPass::Clock clock = pass.clock();
+    const sim_detail::EagerClock saved_clock = clock;
     const uint32_t transfers = pass.num_transfers();
     const uint32_t in_begin = g.ops[op].in_begin, in_end = g.ops[op].in_end;
     saved_first.resize(in_end - in_begin);
@@ -384,7 +382,7 @@ struct EagerSchedule::Impl {
       if (!done[p]) placement[p] = 0;  // a parameter brought along only for the probe
     }
     pass.num_transfers() = transfers;
-    pass.clock() = clock;
+    clock = saved_clock;
     std::copy_n(saved_stream.begin(), g.num_devices, w.stream_free.begin());
     std::copy_n(saved_thread.begin(), g.num_devices + 1, w.thread_free.begin());
     std::copy_n(saved_link.begin(), g.num_links, w.link_free.begin());
@@ -433,7 +431,7 @@ DeviceId EagerSchedule::device(OpId op) const {
 }
 
 double EagerSchedule::makespan_s() const {
-  double step = impl_->pass.clock().step;
+  double step = impl_->clock.step;
   for (uint32_t x = 0; x < impl_->pass.num_transfers(); ++x) step = std::max(step, impl_->w.transfers[x].end_s);
   return step;
 }
