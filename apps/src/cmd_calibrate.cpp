@@ -16,8 +16,8 @@
 
 #include "commands.h"
 #include "distributed.h"
-#include "placelab/graph/units.h"
 #include "inputs.h"
+#include "placelab/graph/units.h"
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/numbers.h"

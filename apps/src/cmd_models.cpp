@@ -14,10 +14,10 @@
 
 #include "commands.h"
 #include "cost_sources.h"
-#include "placelab/graph/units.h"
 #include "inputs.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "placelab/graph/units.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/models/onnx_import.h"
 #include "placelab/models/zoo.h"
@@ -83,13 +83,11 @@ nlohmann::json inspect_json(const GraphSource& src) {
   j["flops"] = total.flops;
   j["persistent_bytes"] = total.persistent_bytes;
   j["output_bytes"] = total.output_bytes;
-  j["groups"] = {{"colocation", group_by_colocation(g).num_groups()},
-                 {"single_consumer", group_by_single_consumer(g).num_groups()},
-                 {"name_prefix", group_by_name_prefix(g).num_groups()},
-                 {"layer", group_by_layer(g).num_groups()},
-                 {"model_units", group_by_model_units(g, true).num_groups()},
-                 {"scope_units", group_by_model_units(g, false).num_groups()}};
-  if (!modules.empty()) j["groups"]["module"] = group_by_module(g).num_groups();
+  // Every grouping rule of the registry (a graph without modules has no module groups to count).
+  j["groups"] = nlohmann::json::object();
+  for (std::string_view name : grouping_names())
+    if (is_grouping_rule(name) && (name != "module" || !modules.empty()))
+      j["groups"][std::string(name)] = make_grouping(g, std::string(name)).num_groups();
   for (const auto& [k, t] : by_phase) j["by_phase"][k] = t.to_json();
   for (const auto& [k, t] : by_type) j["by_type"][k] = t.to_json();
   return j;
@@ -108,11 +106,13 @@ void print_inspect(const nlohmann::json& j) {
   fmt::print("work         {} per step\n", format_flops(j["flops"].get<double>()));
   fmt::print("memory       {} persistent, {} of op outputs per step\n",
              format_bytes(j["persistent_bytes"].get<int64_t>()), format_bytes(j["output_bytes"].get<int64_t>()));
-  const auto& gr = j["groups"];
-  fmt::print("groups       colocation {}, single-consumer {}, name-prefix {}, layer {}, model-units {}, scope-units {}\n",
-             gr["colocation"].get<int64_t>(), gr["single_consumer"].get<int64_t>(), gr["name_prefix"].get<int64_t>(),
-             gr["layer"].get<int64_t>(), gr["model_units"].get<int64_t>(), gr["scope_units"].get<int64_t>());
-  if (gr.contains("module")) fmt::print("             module {} (PyTorch modules)\n", gr["module"].get<int64_t>());
+  std::string groups;
+  for (std::string_view name : grouping_names())
+    if (j["groups"].contains(name)) {
+      if (!groups.empty()) groups += ", ";
+      groups += fmt::format("{} {}", name, j["groups"][std::string(name)].get<int64_t>());
+    }
+  fmt::print("groups       {} (the grouping rules; `grouping:` in a scenario picks one)\n", groups);
   auto table = [](const char* title, const nlohmann::json& rows, std::size_t limit) {
     std::vector<std::pair<std::string, nlohmann::json>> sorted;
     for (const auto& item : rows.items()) sorted.emplace_back(item.key(), item.value());

@@ -9,8 +9,8 @@
 
 #include "commands.h"
 #include "cost_sources.h"
-#include "placelab/graph/units.h"
 #include "inputs.h"
+#include "placelab/graph/units.h"
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"

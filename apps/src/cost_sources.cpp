@@ -1,8 +1,8 @@
 #include "cost_sources.h"
+#include "placelab/graph/units.h"
 
 #include <fmt/format.h>
 
-#include "placelab/graph/units.h"
 
 namespace placelab::cli {
 namespace {

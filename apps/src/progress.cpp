@@ -1,4 +1,5 @@
 #include "progress.h"
+#include "placelab/graph/units.h"
 
 #include <unistd.h>
 
@@ -7,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "placelab/graph/units.h"
 
 namespace placelab::cli {
 

@@ -458,6 +458,7 @@ Grouping group_per_op(const OpGraph& graph) {
 struct NamedGrouper {
   std::string_view name;
   Grouping (*make)(const OpGraph&, const GroupingOptions&);
+  bool rule = true;  // false: a partitioner, which a group count steers, or "none"
 };
 constexpr NamedGrouper kGroupers[] = {
     {"colocation", [](const OpGraph& g, const GroupingOptions&) { return group_by_colocation(g); }},
@@ -466,10 +467,10 @@ constexpr NamedGrouper kGroupers[] = {
     {"layer", [](const OpGraph& g, const GroupingOptions&) { return group_by_layer(g); }},
     {"model_units", [](const OpGraph& g, const GroupingOptions&) { return group_by_model_units(g, true); }},
     {"scope_units", [](const OpGraph& g, const GroupingOptions&) { return group_by_model_units(g, false); }},
-    {"metis", [](const OpGraph& g, const GroupingOptions& o) { return group_by_metis(g, o); }},
-    {"scotch", [](const OpGraph& g, const GroupingOptions& o) { return group_by_scotch(g, o); }},
+    {"metis", [](const OpGraph& g, const GroupingOptions& o) { return group_by_metis(g, o); }, false},
+    {"scotch", [](const OpGraph& g, const GroupingOptions& o) { return group_by_scotch(g, o); }, false},
     {"module", [](const OpGraph& g, const GroupingOptions& o) { return group_by_module(g, o.module_depth); }},
-    {"none", [](const OpGraph& g, const GroupingOptions&) { return group_per_op(g); }},
+    {"none", [](const OpGraph& g, const GroupingOptions&) { return group_per_op(g); }, false},
 };
 
 }  // namespace
@@ -487,6 +488,12 @@ std::span<const std::string_view> grouping_names() {
     return names;
   }();
   return kNames;
+}
+
+bool is_grouping_rule(std::string_view name) {
+  for (const NamedGrouper& g : kGroupers)
+    if (g.name == name) return g.rule;
+  return false;
 }
 
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const GroupingOptions& options) {

@@ -122,6 +122,9 @@ Grouping group_by_scotch(const OpGraph& graph, const GroupingOptions& options);
 // "name_prefix" (2 levels), "layer", "model_units", "scope_units" (group_by_model_units without
 // time steps), "metis", "scotch", "module" (PyTorch modules), "none" (one group per op). A scenario's `grouping:` is validated against it.
 std::span<const std::string_view> grouping_names();
+// Whether `name` is a rule over the graph's own structure and names (colocation … module), not a
+// partitioner steered by a group count (metis, scotch) or "none": the ones `inspect` counts.
+bool is_grouping_rule(std::string_view name);
 
 // The grouping named `name` (one of grouping_names()) with `options` (the partitioners' and the
 // module depth). Throws InputError listing the names for any other name.
