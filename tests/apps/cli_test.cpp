@@ -442,6 +442,20 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// The quickstart's results against the committed reference (tests/golden/quickstart): a change
+// that moves any method's step time, the bound, the groups or the report fails here, and is made on
+// purpose with scripts/update-golden.sh, its diff reviewed and explained in the commit.
+TEST_F(Cli, QuickstartMatchesItsGoldenOutputs) {
+  const fs::path golden = fs::path(PLACELAB_SOURCE_DIR) / "tests" / "golden" / "quickstart";
+  CliResult r = placelab("run " + (fs::path(PLACELAB_SOURCE_DIR) / "scenarios" / "quickstart.yaml").string() + " -o " +
+                         (dir_ / "quickstart").string() + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* f : {"summary.json", "report.md"})
+    EXPECT_EQ(slurp(dir_ / "quickstart" / f), slurp(golden / f))
+        << f << " differs from tests/golden/quickstart/" << f
+        << " (if the change is meant, run scripts/update-golden.sh and review the diff)";
+}
+
 TEST_F(Cli, RunWritesEveryOutputAndIsDeterministic) {
   std::string sc = write("s.yaml", small_scenario(quickstart_, dir_ / "out"));
   CliResult r = placelab("run " + sc + " --quiet");
