@@ -11,20 +11,21 @@ function(placelab_add_library name)
   set_property(GLOBAL APPEND PROPERTY PLACELAB_LIBRARIES placelab_${name})
 endfunction()
 
-# placelab_add_test(<name> [SERIAL|SLOW|GPU] SOURCES ... DEPS ...): a GoogleTest executable registered
-# with CTest under one label, which `make test-fast` (ctest -L fast) selects by:
+# placelab_add_test(<name> [SERIAL|SLOW|GPU] SOURCES ... DEPS ... [PROPERTIES <name> <value>...]): a
+# GoogleTest executable registered with CTest (each test with PROPERTIES too, single values only)
+# under one label, which `make test-fast` (ctest -L fast) selects by:
 #   fast    the default: unit tests, the whole label well under a minute on two cores;
 #   slow    programs whose tests take seconds each (runs of the CLI, timing on this machine's cores);
 #   serial  never beside other tests (timing checks that need this machine's cores to themselves);
 #   gpu     tests that need a GPU (they skip with the reason on machines without one).
 function(placelab_add_test name)
-  cmake_parse_arguments(ARG "SERIAL;SLOW;GPU" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL;SLOW;GPU" "" "SOURCES;DEPS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main placelab::warnings)
   target_compile_definitions(${name} PRIVATE
     PLACELAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     PLACELAB_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
-  set(properties TIMEOUT 600)
+  set(properties TIMEOUT 600 ${ARG_PROPERTIES})
   if(ARG_SERIAL)
     list(APPEND properties RUN_SERIAL TRUE LABELS serial)
   elseif(ARG_SLOW)

@@ -498,8 +498,19 @@ def main():
                (args.bert_style, export_bert_style),
                (args.lstm_lm, export_lstm_lm), (args.gru_lm, export_gru_lm))
     if any(path for path, _ in exports):
+        # Without torch (or torchvision, for its two models) nothing can be exported: 77 is the
+        # "skipped" status CTest's fixture onnx_torch_exports declares (tests/models/CMakeLists.txt).
+        needed = ["torch"] + (["torchvision"] if args.resnet50 or args.inception_v3 else [])
+        for module in needed:
+            try:
+                __import__(module)
+            except ImportError as e:
+                print(f"make-onnx-fixtures: cannot export without {module} ({e}); "
+                      "install python3-torch and python3-torchvision", file=sys.stderr)
+                return 77
         for path, export in exports:
             if path:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
                 export(path)
         return 0
     for name, build in (("tiny_cnn.onnx", tiny_cnn), ("tiny_resnet.onnx", tiny_resnet),
