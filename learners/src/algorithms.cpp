@@ -13,7 +13,6 @@
 
 namespace placelab {
 
-using detail::num;
 using detail::require;
 
 
@@ -34,13 +33,13 @@ void SearchSpace::validate() const {
 void ReinforceOptions::validate() const {
   const char* o = "reinforce";
   require(samples_per_update >= 1, o, "samples_per_update", std::to_string(samples_per_update), "must be >= 1");
-  require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", num(learning_rate), "must be > 0");
-  require(adam_beta1 >= 0 && adam_beta1 < 1, o, "adam_beta1", num(adam_beta1), "must be in [0, 1)");
-  require(adam_beta2 >= 0 && adam_beta2 < 1, o, "adam_beta2", num(adam_beta2), "must be in [0, 1)");
-  require(adam_epsilon > 0, o, "adam_epsilon", num(adam_epsilon), "must be > 0");
-  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", num(baseline_decay), "must be in [0, 1)");
-  require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", num(failing_signal), "must be > 0");
-  require(feasible_only_after >= 0 && feasible_only_after <= 1, o, "feasible_only_after", num(feasible_only_after),
+  require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", format_6g(learning_rate), "must be > 0");
+  require(adam_beta1 >= 0 && adam_beta1 < 1, o, "adam_beta1", format_6g(adam_beta1), "must be in [0, 1)");
+  require(adam_beta2 >= 0 && adam_beta2 < 1, o, "adam_beta2", format_6g(adam_beta2), "must be in [0, 1)");
+  require(adam_epsilon > 0, o, "adam_epsilon", format_6g(adam_epsilon), "must be > 0");
+  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", format_6g(baseline_decay), "must be in [0, 1)");
+  require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", format_6g(failing_signal), "must be > 0");
+  require(feasible_only_after >= 0 && feasible_only_after <= 1, o, "feasible_only_after", format_6g(feasible_only_after),
           "must be in [0, 1]");
 }
 
@@ -50,16 +49,16 @@ void validate_ppo_fields(const char* o, int sga_steps, double learning_rate, dou
   // An update's loop: bounded, so that no value makes one update run for ever (and SIGTERM, read
   // between updates, is honoured).
   require(sga_steps >= 1 && sga_steps <= 1000, o, "sga_steps", std::to_string(sga_steps), "must be in [1, 1000]");
-  require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", num(learning_rate), "must be > 0");
-  require(beta_init > 0 && std::isfinite(beta_init), o, "beta_init", num(beta_init), "must be > 0");
-  require(kl_target > 0 && std::isfinite(kl_target), o, "kl_target", num(kl_target), "must be > 0");
-  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", num(baseline_decay), "must be in [0, 1)");
-  require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", num(oom_time_s), "must be > 0");
+  require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", format_6g(learning_rate), "must be > 0");
+  require(beta_init > 0 && std::isfinite(beta_init), o, "beta_init", format_6g(beta_init), "must be > 0");
+  require(kl_target > 0 && std::isfinite(kl_target), o, "kl_target", format_6g(kl_target), "must be > 0");
+  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", format_6g(baseline_decay), "must be in [0, 1)");
+  require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", format_6g(oom_time_s), "must be > 0");
 }
 void validate_ce_fields(const char* o, double elite_fraction, double epsilon, double oom_time_s) {
-  require(elite_fraction > 0 && elite_fraction <= 1, o, "elite_fraction", num(elite_fraction), "must be in (0, 1]");
-  require(epsilon >= 0 && epsilon <= 1, o, "epsilon", num(epsilon), "must be in [0, 1]");
-  require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", num(oom_time_s), "must be > 0");
+  require(elite_fraction > 0 && elite_fraction <= 1, o, "elite_fraction", format_6g(elite_fraction), "must be in (0, 1]");
+  require(epsilon >= 0 && epsilon <= 1, o, "epsilon", format_6g(epsilon), "must be in [0, 1]");
+  require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", format_6g(oom_time_s), "must be > 0");
 }
 }  // namespace
 

@@ -11,7 +11,6 @@
 
 namespace placelab {
 
-using detail::num;
 using detail::require;
 
 EagleOptions::EagleOptions() {
@@ -27,15 +26,15 @@ void EagleOptions::validate(const std::string& o) const {
   require(samples_per_update >= 1 && samples_per_update <= 1024, o, "samples_per_update",
           std::to_string(samples_per_update), "must be in [1, 1024]");
   require(ppo_epochs >= 1 && ppo_epochs <= 100, o, "ppo_epochs", std::to_string(ppo_epochs), "must be in [1, 100]");
-  require(clip > 0 && clip < 1, o, "clip", num(clip), "must be in (0, 1)");
-  require(entropy >= 0 && std::isfinite(entropy), o, "entropy", num(entropy), "must be >= 0");
-  require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", num(learning_rate), "must be > 0");
-  require(adam_beta1 >= 0 && adam_beta1 < 1, o, "adam_beta1", num(adam_beta1), "must be in [0, 1)");
-  require(adam_beta2 >= 0 && adam_beta2 < 1, o, "adam_beta2", num(adam_beta2), "must be in [0, 1)");
-  require(adam_epsilon > 0 && std::isfinite(adam_epsilon), o, "adam_epsilon", num(adam_epsilon), "must be > 0");
-  require(grad_clip >= 0 && std::isfinite(grad_clip), o, "grad_clip", num(grad_clip), "must be >= 0 (0 = no clipping)");
-  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", num(baseline_decay), "must be in [0, 1)");
-  require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", num(failing_signal), "must be > 0");
+  require(clip > 0 && clip < 1, o, "clip", format_6g(clip), "must be in (0, 1)");
+  require(entropy >= 0 && std::isfinite(entropy), o, "entropy", format_6g(entropy), "must be >= 0");
+  require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", format_6g(learning_rate), "must be > 0");
+  require(adam_beta1 >= 0 && adam_beta1 < 1, o, "adam_beta1", format_6g(adam_beta1), "must be in [0, 1)");
+  require(adam_beta2 >= 0 && adam_beta2 < 1, o, "adam_beta2", format_6g(adam_beta2), "must be in [0, 1)");
+  require(adam_epsilon > 0 && std::isfinite(adam_epsilon), o, "adam_epsilon", format_6g(adam_epsilon), "must be > 0");
+  require(grad_clip >= 0 && std::isfinite(grad_clip), o, "grad_clip", format_6g(grad_clip), "must be >= 0 (0 = no clipping)");
+  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", format_6g(baseline_decay), "must be in [0, 1)");
+  require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", format_6g(failing_signal), "must be > 0");
   require(ce_every >= 0, o, "ce_every", std::to_string(ce_every), "must be >= 0 (0 = no cross-entropy updates)");
   require(elites >= 1 && elites <= 1000, o, "elites", std::to_string(elites), "must be in [1, 1000]");
   require(ce_steps >= 1 && ce_steps <= 100, o, "ce_steps", std::to_string(ce_steps), "must be in [1, 100]");

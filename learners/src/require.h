@@ -3,20 +3,13 @@
 // STYLE.md that the scenario reader prefixes with file:line.
 #pragma once
 
-#include <sstream>
 #include <string>
 #include <string_view>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"  // format_6g: a number as these messages show it ("0.1", "1e-08")
 
 namespace placelab::detail {
-
-// A number as a message shows it (six significant digits: "0.1", "1e-08").
-inline std::string num(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
 
 inline void require(bool ok, std::string_view owner, std::string_view field, const std::string& value,
                     std::string_view rule) {

@@ -12,15 +12,14 @@ namespace placelab {
 using nn::Index;
 
 void Seq2SeqOptions::validate(const std::string& owner) const {
-  using detail::num;
   using detail::require;
   require(hidden >= 2 && hidden <= 4096, owner, "hidden", std::to_string(hidden), "must be in [2, 4096]");
   require(!bidirectional || hidden % 2 == 0, owner, "hidden", std::to_string(hidden),
           "must be even with a bidirectional encoder (half per direction)");
   require(layers >= 1 && layers <= 8, owner, "layers", std::to_string(layers), "must be in [1, 8]");
-  require(forget_bias >= -10 && forget_bias <= 10, owner, "forget_bias", num(forget_bias), "must be in [-10, 10]");
-  require(temperature > 0 && std::isfinite(temperature), owner, "temperature", num(temperature), "must be > 0");
-  require(tanh_constant >= 0 && std::isfinite(tanh_constant), owner, "tanh_constant", num(tanh_constant),
+  require(forget_bias >= -10 && forget_bias <= 10, owner, "forget_bias", format_6g(forget_bias), "must be in [-10, 10]");
+  require(temperature > 0 && std::isfinite(temperature), owner, "temperature", format_6g(temperature), "must be > 0");
+  require(tanh_constant >= 0 && std::isfinite(tanh_constant), owner, "tanh_constant", format_6g(tanh_constant),
           "must be >= 0 (0 = unbounded)");
   require(!hp_memory_pairing || bidirectional, owner, "hp_memory_pairing", "true", "needs a bidirectional encoder");
   require(!hp_memory_pairing || attention != AttentionPlacement::kNone, owner, "hp_memory_pairing", "true",

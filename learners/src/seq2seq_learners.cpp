@@ -13,7 +13,6 @@
 
 namespace placelab {
 
-using detail::num;
 using detail::require;
 
 namespace {
@@ -36,7 +35,7 @@ void Seq2SeqPolicyOptions::validate_policy(const std::string& owner) const {
           "must be one of after, before, none");
   require(inputs == "features" || inputs == "names", owner, "inputs", inputs, "must be one of features, names");
   require(order == "topological" || order == "id", owner, "order", order, "must be one of topological, id");
-  require(logit_noise >= 0 && std::isfinite(logit_noise), owner, "logit_noise", num(logit_noise), "must be >= 0");
+  require(logit_noise >= 0 && std::isfinite(logit_noise), owner, "logit_noise", format_6g(logit_noise), "must be >= 0");
   require(noise_until >= 0, owner, "noise_until", std::to_string(noise_until), "must be >= 0");
   seq2seq().validate(owner);
 }
@@ -57,11 +56,11 @@ Seq2SeqOptions Seq2SeqPolicyOptions::seq2seq() const {
 
 namespace {
 void validate_adam(const std::string& o, double lr, double b1, double b2, double eps, double clip) {
-  require(lr > 0 && std::isfinite(lr), o, "learning_rate", num(lr), "must be > 0");
-  require(b1 >= 0 && b1 < 1, o, "adam_beta1", num(b1), "must be in [0, 1)");
-  require(b2 >= 0 && b2 < 1, o, "adam_beta2", num(b2), "must be in [0, 1)");
-  require(eps > 0 && std::isfinite(eps), o, "adam_epsilon", num(eps), "must be > 0");
-  require(clip >= 0 && std::isfinite(clip), o, "grad_clip", num(clip), "must be >= 0 (0 = no clipping)");
+  require(lr > 0 && std::isfinite(lr), o, "learning_rate", format_6g(lr), "must be > 0");
+  require(b1 >= 0 && b1 < 1, o, "adam_beta1", format_6g(b1), "must be in [0, 1)");
+  require(b2 >= 0 && b2 < 1, o, "adam_beta2", format_6g(b2), "must be in [0, 1)");
+  require(eps > 0 && std::isfinite(eps), o, "adam_epsilon", format_6g(eps), "must be > 0");
+  require(clip >= 0 && std::isfinite(clip), o, "grad_clip", format_6g(clip), "must be >= 0 (0 = no clipping)");
 }
 }  // namespace
 
@@ -70,11 +69,11 @@ void GrlOptions::validate(const std::string& o) const {
   require(samples_per_update >= 1 && samples_per_update <= 1024, o, "samples_per_update",
           std::to_string(samples_per_update), "must be in [1, 1024]");
   validate_adam(o, learning_rate, adam_beta1, adam_beta2, adam_epsilon, grad_clip);
-  require(lr_decay > 0 && lr_decay <= 1, o, "lr_decay", num(lr_decay), "must be in (0, 1]");
+  require(lr_decay > 0 && lr_decay <= 1, o, "lr_decay", format_6g(lr_decay), "must be in (0, 1]");
   require(lr_decay_every >= 1, o, "lr_decay_every", std::to_string(lr_decay_every), "must be >= 1");
   require(lr_decay_after >= 0, o, "lr_decay_after", std::to_string(lr_decay_after), "must be >= 0");
-  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", num(baseline_decay), "must be in [0, 1)");
-  require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", num(failing_signal), "must be > 0");
+  require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", format_6g(baseline_decay), "must be in [0, 1)");
+  require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", format_6g(failing_signal), "must be > 0");
   require(feasible_only_after >= 0, o, "feasible_only_after", std::to_string(feasible_only_after), "must be >= 0");
 }
 
@@ -95,9 +94,9 @@ void SpotlightOptions::validate() const {
   require(samples_per_update >= 1 && samples_per_update <= 1024, o, "samples_per_update",
           std::to_string(samples_per_update), "must be in [1, 1024]");
   require(sga_steps >= 1 && sga_steps <= 1000, o, "sga_steps", std::to_string(sga_steps), "must be in [1, 1000]");
-  require(beta >= 0 && std::isfinite(beta), o, "beta", num(beta), "must be >= 0");
+  require(beta >= 0 && std::isfinite(beta), o, "beta", format_6g(beta), "must be >= 0");
   validate_adam(o, learning_rate, adam_beta1, adam_beta2, adam_epsilon, grad_clip);
-  require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", num(oom_time_s), "must be > 0");
+  require(oom_time_s > 0 && std::isfinite(oom_time_s), o, "oom_time_s", format_6g(oom_time_s), "must be > 0");
   require(advantage == "seconds" || advantage == "relative", o, "advantage", advantage,
           "must be one of seconds, relative");
 }
