@@ -5,6 +5,7 @@
 // op is issued and takes it back when the last reference to the tensor goes, both on the host.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "flat_graph.h"
 #include "placelab/sim/eager_schedule.h"
@@ -72,6 +73,13 @@ class EagerPass {
 
   uint32_t& num_transfers() { return num_transfers_; }
   uint32_t num_transfers() const { return num_transfers_; }
+
+  // The copy of `producer`'s output to `dst` issued so far, or kNone.
+  uint32_t find_transfer(uint32_t producer, DeviceId dst) const {
+    for (uint32_t x = w_.first_transfer[producer]; x != kNone; x = w_.transfers[x].next)
+      if (w_.transfers[x].dst == dst) return x;
+    return kNone;
+  }
 
   // Issues `op` on w_.device[op], its inputs issued before: the host thread's dispatch, its input
   // copies, its kernel (or its CPU work). Returns when its work starts on its device; w_.end_s[op]
@@ -178,8 +186,7 @@ class EagerPass {
   // source's stream, after the destination's stream has run what it was given and before it
   // runs anything more (both streams are held); a copy to or from host memory blocks the host.
   uint32_t transfer_to(uint32_t producer, DeviceId dst, double& t, uint32_t thread, uint32_t consumer) {
-    for (uint32_t x = w_.first_transfer[producer]; x != kNone; x = w_.transfers[x].next)
-      if (w_.transfers[x].dst == dst) return x;
+    if (const uint32_t x = find_transfer(producer, dst); x != kNone) return x;
     const DeviceId src = w_.device[producer];
     const PairInfo& pair = g_.pairs[std::size_t{src} * g_.num_devices + dst];
     const int64_t bytes = g_.ops[producer].send_bytes;
@@ -293,10 +300,11 @@ struct EagerSchedule::Impl {
   Placement placement;
   std::vector<uint8_t> done;
   uint32_t next = 0;  // the lowest-id uncommitted op that is not a parameter (num_ops: none)
-  // A probe's undo: what an issue may change, saved before and put back after.
-  std::vector<double> saved_stream, saved_thread, saved_link;
-  std::vector<uint32_t> saved_launched;
-  std::vector<uint32_t> saved_first;  // per in-edge of the probed op: its producer's transfer list
+  // A probe's undo: the clocks its issue may move (where, and what was there), and per in-edge of
+  // the probed op its producer's transfer list. Only what one issue touches, so that a probe costs
+  // the op's inputs and routes, not the machine's size.
+  std::vector<std::pair<double*, double>> saved_clocks;
+  std::vector<uint32_t> saved_first;
 
   explicit Impl(const sim_detail::FlatGraph& graph)
       : g(graph), pass(g, w, r, /*record=*/false), placement(graph.num_ops, 0), done(graph.num_ops, 0) {
@@ -304,10 +312,6 @@ struct EagerSchedule::Impl {
     sim_detail::reset_result(g, r);
     pass.reset();
     std::fill_n(w.first_transfer.begin(), g.num_ops, kNone);
-    saved_stream.resize(g.num_devices);
-    saved_thread.resize(g.num_devices + 1);
-    saved_link.resize(g.num_links);
-    saved_launched.resize(g.num_devices);
     advance();
   }
 
@@ -320,12 +324,6 @@ struct EagerSchedule::Impl {
     PLACELAB_CHECK(!done[op]) << what << " of op " << op << ", committed already";
     PLACELAB_CHECK(g.state[op] || op == next)
         << what << " of op " << op << " out of program order: op " << next << " comes first";
-  }
-
-  bool has_copy(uint32_t producer, DeviceId d) const {
-    for (uint32_t x = w.first_transfer[producer]; x != kNone; x = w.transfers[x].next)
-      if (w.transfers[x].dst == d) return true;
-    return false;
   }
 
   // Issues `op` on `device`, parameters it reads that nobody placed brought along to its device.
@@ -346,7 +344,7 @@ struct EagerSchedule::Impl {
     // The copies this issue sends: one per remote producer not yet on d (it may read one twice).
     for (uint32_t k = in_begin; k < in_end; ++k) {
       const uint32_t p = g.in[k].src;
-      if (!g.in[k].data || w.device[p] == d || has_copy(p, d)) continue;
+      if (!g.in[k].data || w.device[p] == d || pass.find_transfer(p, d) != kNone) continue;
       bool seen = false;
       for (uint32_t j = in_begin; j < k && !seen; ++j) seen = g.in[j].data && g.in[j].src == p;
       if (!seen) t.copy_bytes += g.ops[p].send_bytes;
@@ -358,35 +356,43 @@ struct EagerSchedule::Impl {
 
   Times probe(uint32_t op, DeviceId device) {
     check_order(op, "probe");
-    std::copy_n(w.stream_free.begin(), g.num_devices, saved_stream.begin());
-    std::copy_n(w.thread_free.begin(), g.num_devices + 1, saved_thread.begin());
-    std::copy_n(w.link_free.begin(), g.num_links, saved_link.begin());
-    std::copy_n(w.launched.begin(), g.num_devices, saved_launched.begin());
+    const DeviceId d = g.effective_device(op, device);
     const sim_detail::EagerClock saved_clock = clock;
     const uint32_t transfers = pass.num_transfers();
+    const uint32_t launched = w.launched[d];
+    // The issue moves: the thread that issues op (main, or autograd's thread of d), d's stream and
+    // the launch-queue slot op's kernel takes, and per copy it sends the source's stream and the
+    // route's link directions.
+    saved_clocks.clear();
+    auto save = [&](double& clock_s) { saved_clocks.emplace_back(&clock_s, clock_s); };
+    save(w.thread_free[0]);
+    save(w.thread_free[1 + d]);
+    save(w.stream_free[d]);
+    save(w.launch_ring[std::size_t{d} * kLaunchQueueDepth + launched % kLaunchQueueDepth]);
     const uint32_t in_begin = g.ops[op].in_begin, in_end = g.ops[op].in_end;
     saved_first.resize(in_end - in_begin);
-    for (uint32_t k = in_begin; k < in_end; ++k) saved_first[k - in_begin] = w.first_transfer[g.in[k].src];
-    const DeviceId d = g.effective_device(op, device);
-    // The launch-queue slot the kernel would take (the ring is the only state indexed by count).
-    double* ring = w.launch_ring.data() + std::size_t{d} * kLaunchQueueDepth;
-    const uint32_t slot = w.launched[d] % kLaunchQueueDepth;
-    const double saved_ring = ring[slot];
+    for (uint32_t k = in_begin; k < in_end; ++k) {
+      const uint32_t p = g.in[k].src;
+      saved_first[k - in_begin] = w.first_transfer[p];
+      // Where p is (a parameter nobody placed comes along to d, as issue() places it).
+      const DeviceId src = done[p] ? w.device[p] : g.effective_device(p, d);
+      if (!g.in[k].data || src == d) continue;
+      save(w.stream_free[src]);
+      const sim_detail::PairInfo& pair = g.pairs[std::size_t{src} * g.num_devices + d];
+      for (uint32_t h = pair.hop_begin; h < pair.hop_end; ++h) save(w.link_free[g.route_hops[h]]);
+    }
 
     const Times t = issue(op, device);
 
-    ring[slot] = saved_ring;
+    for (auto it = saved_clocks.rbegin(); it != saved_clocks.rend(); ++it) *it->first = it->second;
     for (uint32_t k = in_begin; k < in_end; ++k) {
       const uint32_t p = g.in[k].src;
       w.first_transfer[p] = saved_first[k - in_begin];
       if (!done[p]) placement[p] = 0;  // a parameter brought along only for the probe
     }
+    w.launched[d] = launched;
     pass.num_transfers() = transfers;
     clock = saved_clock;
-    std::copy_n(saved_stream.begin(), g.num_devices, w.stream_free.begin());
-    std::copy_n(saved_thread.begin(), g.num_devices + 1, w.thread_free.begin());
-    std::copy_n(saved_link.begin(), g.num_links, w.link_free.begin());
-    std::copy_n(saved_launched.begin(), g.num_devices, w.launched.begin());
     placement[op] = 0;
     return t;
   }
