@@ -241,9 +241,10 @@ class HeftScheduler {
 
  private:
   ListSchedule run_eager();
-  // The device among `devs` where the eager model finishes op first; ties to the device holding
-  // its largest input, as best_device.
-  DeviceId best_eager_device(OpId op, const std::vector<DeviceId>& devs, EagerSchedule& schedule);
+  // The device among `devs` with the least finish_of(d) (HEFT's choice, whichever model times
+  // it); equal finish times go to the device holding op's largest input (preferred_device).
+  template <typename FinishOf>
+  DeviceId earliest_finishing(OpId op, const std::vector<DeviceId>& devs, FinishOf finish_of) const;
   // Books what `schedule` committed for op and the parameters it brought along.
   void record_eager(OpId op, const EagerSchedule& schedule);
   // On equal finish times, the device holding op's largest placed input (-1: none).
@@ -440,18 +441,13 @@ int HeftScheduler::preferred_device(OpId op) const {
   return preferred;
 }
 
-DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) {
+template <typename FinishOf>
+DeviceId HeftScheduler::earliest_finishing(OpId op, const std::vector<DeviceId>& devs, FinishOf finish_of) const {
   const int preferred = preferred_device(op);
   double best_finish = std::numeric_limits<double>::infinity();
   DeviceId best_dev = devs.front();
   for (DeviceId d : devs) {
-    double ready = 0;
-    graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-      // An unplaced source would come along to d and run there first.
-      ready = std::max(ready, placed_[src] ? arrival(src, t, d, false) : cost_.op_time_s(graph_.op(src), d));
-    });
-    std::size_t stream = 0;
-    const double f = earliest_finish(op, d, ready, stream);
+    const double f = finish_of(d);
     const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
     if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
       best_finish = f;
@@ -459,6 +455,18 @@ DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) 
     }
   }
   return best_dev;
+}
+
+DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) {
+  return earliest_finishing(op, devs, [&](DeviceId d) {
+    double ready = 0;
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+      // An unplaced source would come along to d and run there first.
+      ready = std::max(ready, placed_[src] ? arrival(src, t, d, false) : cost_.op_time_s(graph_.op(src), d));
+    });
+    std::size_t stream = 0;
+    return earliest_finish(op, d, ready, stream);
+  });
 }
 
 ListSchedule HeftScheduler::run() {
@@ -503,7 +511,8 @@ ListSchedule HeftScheduler::run_eager() {
         record_eager(src, schedule);
       }
     });
-    const DeviceId d = best_eager_device(op, devices_for(op), schedule);
+    const DeviceId d =
+        earliest_finishing(op, devices_for(op), [&](DeviceId dev) { return schedule.probe(op, dev).end_s; });
     schedule.commit(op, d);
     record_eager(op, schedule);
   }
@@ -515,21 +524,6 @@ ListSchedule HeftScheduler::run_eager() {
       record_eager(op, schedule);
     }
   return {p_, schedule.makespan_s()};
-}
-
-DeviceId HeftScheduler::best_eager_device(OpId op, const std::vector<DeviceId>& devs, EagerSchedule& schedule) {
-  const int preferred = preferred_device(op);
-  double best_finish = std::numeric_limits<double>::infinity();
-  DeviceId best_dev = devs.front();
-  for (DeviceId d : devs) {
-    const double f = schedule.probe(op, d).end_s;
-    const bool tie = std::isfinite(best_finish) && std::abs(f - best_finish) <= 1e-12 * std::max(1.0, best_finish);
-    if ((f < best_finish && !tie) || (tie && d == preferred && best_dev != preferred)) {
-      best_finish = f;
-      best_dev = d;
-    }
-  }
-  return best_dev;
 }
 
 void HeftScheduler::record_eager(OpId op, const EagerSchedule& schedule) {
