@@ -102,6 +102,20 @@ struct Route {
   double bandwidth_Bps = 0;             // bottleneck (minimum) bandwidth along the hops
 };
 
+// Every device-to-device route of a finalised machine, flat: a machine of 640 devices (64 DGX-1)
+// has 409,600 routes, and a heap block for each made `placelab simulate` on it 0.13 s slower,
+// allocating and freeing them. Machine::finalize fills it (search_routes, route_search.cpp).
+struct RouteTable {
+  struct Entry {
+    uint32_t hop_begin = 0, hop_end = 0;  // range in hops
+    double latency_s = 0;
+    double bandwidth_Bps = 0;
+    bool operator==(const Entry&) const = default;
+  };
+  std::vector<Entry> entries;       // num_devices² entries, row-major by source
+  std::vector<LinkDirection> hops;  // every route's hops, one after another
+};
+
 struct Machine {
   std::string name;
   std::string description;
@@ -134,15 +148,7 @@ struct Machine {
   std::optional<DeviceId> default_cpu() const;
 
  private:
-  // The route table, flat: a machine of 640 devices (64 DGX-1) has 409,600 routes, and a heap
-  // block for each made `placelab simulate` on it 0.13 s slower, allocating and freeing them.
-  struct RouteEntry {
-    uint32_t hop_begin = 0, hop_end = 0;  // range in route_hops_
-    double latency_s = 0;
-    double bandwidth_Bps = 0;
-  };
-  std::vector<RouteEntry> routes_;         // num_devices² entries, row-major by source
-  std::vector<LinkDirection> route_hops_;  // every route's hops, one after another
+  RouteTable routes_;
 };
 
 }  // namespace placelab
