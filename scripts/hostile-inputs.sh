@@ -60,7 +60,7 @@ sys.stdout.write(d[:i] + "[" * 70000 + "]" * 70000 + ", \"Concrete Inputs\": " +
   "$seed_trace" > deep-trace.json
 sed '0,/"ts": 1010/s//"ts": 1e400/' "$seed_trace" > ts-1e400.json
 sed 's/ProfilerStep#7/ProfilerStep#123456789012345678901/' "$seed_trace" > profiler-step-20-digits.json
-# 1 GiB of spaces: a gzip file of about 1 MB that inflates past the 512 MiB limit.
+# 1 GiB of spaces: a gzip file of about 1 MB that inflates past the 128 MiB limit.
 head -c 1073741824 /dev/zero | tr '\0' ' ' | gzip -1 > bomb.pt.trace.json.gz
 
 py 'import sys

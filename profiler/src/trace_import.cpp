@@ -32,7 +32,7 @@ namespace {
 
 using detail::median;
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
