@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "inputs.h"
+#include "sweep.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/baselines.h"
@@ -181,14 +182,8 @@ namespace {
 
 // The seeds a run covers: the scenario's, 1..N under --seeds N, or the one seed a sweep hands out.
 std::vector<uint64_t> seeds_to_run(const Scenario& s, const RunOptions& opt) {
-  std::vector<uint64_t> seeds = s.seeds;
-  if (opt.seeds) {
-    if (*opt.seeds < 1) throw InputError("--seeds " + std::to_string(*opt.seeds) + ": must be >= 1");
-    seeds.clear();
-    for (int i = 1; i <= *opt.seeds; ++i) seeds.push_back(static_cast<uint64_t>(i));
-  }
-  if (opt.only_seed) seeds = {*opt.only_seed};
-  return seeds;
+  if (opt.only_seed) return {*opt.only_seed};
+  return sweep_seeds(s, opt.seeds);
 }
 
 // A finished training run as its run record (runs/<learner>-seed<N>.json): what summary.json,
@@ -242,7 +237,7 @@ class ScenarioRunner {
   // are PyTorch modules, which PyTorch cannot split (docs/pytorch.md).
   bool keeps_groups_whole() const { return s_.grouping == "module"; }
   void consider(double t, const std::string& name, uint64_t seed, const Placement& p, std::vector<uint32_t> learned = {});
-  void run_baselines();
+  bool run_baselines();  // false: stopped by a signal
   // One learner's record for one seed: kept from an earlier run on --resume, or trained now;
   // nullopt when training was stopped.
   // `op_level`: the learner's twin that places single ops (grouping none), run beside a module
@@ -326,7 +321,7 @@ void ScenarioRunner::consider(double t, const std::string& name, uint64_t seed, 
 }
 
 bool ScenarioRunner::run() {
-  run_baselines();
+  if (!run_baselines()) return false;
   scenario_print_ = scenario_fingerprint(s_);
   for (const LearnerSpec& ls : s_.learners) {
     json runs = json::array();
@@ -359,13 +354,19 @@ bool ScenarioRunner::run() {
 // Baselines: simulated once per seed (the randomised ones differ by seed). Under a grouping whose
 // groups must stay whole (PyTorch modules) each is projected onto the groups — each on the device
 // most of its ops are on — so that what it reports can run; its op-level step is kept beside it.
-void ScenarioRunner::run_baselines() {
+bool ScenarioRunner::run_baselines() {
   const Machine& machine = ms_->machine;
   std::vector<DeviceId> all_devices(machine.num_devices());
   std::iota(all_devices.begin(), all_devices.end(), DeviceId{0});
   for (const std::string& b : s_.baselines) {
     json runs = json::array();
     for (uint64_t seed : seeds_) {
+      // Baselines keep no checkpoint (a resumed run computes them again), so a stop may come
+      // between any two: an exact solve or a grouping per seed adds up over a thousand seeds.
+      if (g_interrupted) {
+        fmt::print(stderr, "stopped during the baselines ({} at seed {}); continue with --resume\n", b, seed);
+        return false;
+      }
       json r = {{"seed", seed}};
       try {
         std::string note;
@@ -405,6 +406,7 @@ void ScenarioRunner::run_baselines() {
     }
     results_.push_back({{"name", b}, {"kind", "baseline"}, {"runs", runs}});
   }
+  return true;
 }
 
 std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64_t seed, bool op_level) {

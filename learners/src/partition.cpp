@@ -1,6 +1,8 @@
 #include "partition.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +33,27 @@ std::vector<int32_t> scale_weights(const std::vector<double>& weights, double ma
 }
 
 namespace {
+
+// METIS (GKlib's gk_sigtrap) installs its own handler for SIGTERM for the length of a call and
+// answers the signal by abandoning the partition: a `timeout` or Ctrl-C during a grouping ended a
+// run in "internal error: METIS_PartGraphKway failed with status -4" instead of stopping it at its
+// checkpoint. Held blocked here, the signal waits until METIS has put placelab's handler back.
+class HeldStopSignals {
+ public:
+  HeldStopSignals() {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &saved_);
+  }
+  ~HeldStopSignals() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  HeldStopSignals(const HeldStopSignals&) = delete;
+  HeldStopSignals& operator=(const HeldStopSignals&) = delete;
+
+ private:
+  sigset_t saved_;
+};
 
 // Points file descriptor 1 at /dev/null for its lifetime. libmetis prints some notices with printf
 // ("***Cannot bisect a graph with 0 vertices!", when its initial bisection leaves a part empty)
@@ -95,6 +118,7 @@ std::vector<int32_t> metis_partition(const WeightedGraph& g, int parts, int seed
   // does a graph whose initial partitioning leaves parts empty: fewer parts come back than asked.
   int status = 0;
   {
+    const HeldStopSignals held;
     SilencedStdout quiet;
     status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.empty() ? nullptr : adjncy.data(), vwgt.data(),
                                  nullptr, adjwgt.empty() ? nullptr : adjwgt.data(), &nparts, nullptr, nullptr, options,
