@@ -247,6 +247,9 @@ void build_alexnet(TrainingGraphBuilder& b, const GenOptions& o) {
   // max pools, a 6x6 adaptive average pool (an identity at 224 px, as torchvision still runs it),
   // two dropout + linear + ReLU layers and the 1000-way classifier.
   const int64_t n = o.integer("batch"), side = o.integer("image");
+  // The convolutions and pools below leave (side - 223) / 32 + 6 pixels: smaller images leave
+  // nothing for the 6x6 pool (torchvision would fail on them too).
+  if (side < 223) throw InputError("image = " + std::to_string(side) + ": must be >= 223 pixels (the last feature map is then 6x6)");
   auto in = b.input_pipeline({{n, side, side, 3}, {n}});
   Value x = in[0];
   int32_t layer = 0;
@@ -263,7 +266,7 @@ void build_alexnet(TrainingGraphBuilder& b, const GenOptions& o) {
     x = b.relu(b.conv2d_bias(x, w, b.variable("biases", {c.filters}), c.stride, c.pad, c.pad));
     if (c.pool) x = b.max_pool(x, 3, 2, 0);
   }
-  if (b.shape(x)[1] < 6) throw InputError("model 'alexnet': image = " + std::to_string(side) + ": must be >= 223 pixels (the last feature map is then 6x6)");
+  PLACELAB_CHECK(b.shape(x)[1] >= 6) << "alexnet's last feature map at image " << side << ": " << b.shape(x)[1];
   {
     auto l = b.layer("avgpool", layer++);
     const Shape s = b.shape(x);

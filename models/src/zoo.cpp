@@ -221,6 +221,25 @@ std::size_t default_op_count(const Entry& entry) {
 
 }  // namespace
 
+namespace {
+
+// The largest value of a zoo model's integer option. Every tensor's bytes and every op's FLOPs
+// are products of these (batch x image² x channels, batch x seq x vocab, hidden² x 4 …), held in
+// 64 bits: `resnet50:image=2147483647` printed -3 TiB of edges and `rnnlm:hidden=1073741824` a
+// negative op time. The bounds are far above any published configuration (ImageNet crops of 224
+// to 600 px, vocabularies of 30k to 256k, hidden sizes up to 25,600) and keep every product below
+// 2^63. Op counts (layers, seq) are bounded again by the builder's op limit.
+int64_t max_option_value(std::string_view key) {
+  if (key == "batch") return 65'536;
+  if (key == "image") return 1'024;
+  if (key == "hidden") return 65'536;
+  if (key == "heads") return 1'024;
+  if (key == "vocab") return 10'000'000;
+  return 100'000;  // layers, seq: the op-count bound decides
+}
+
+}  // namespace
+
 Model make_model(const ModelSpec& spec) {
   const Entry* entry = nullptr;
   std::vector<std::string> names;
@@ -244,8 +263,9 @@ Model make_model(const ModelSpec& spec) {
                                " takes " + join_keys(keys));
     if (opt->choices.empty()) {
       const std::optional<int64_t> v = parse_number<int64_t>(value);
-      if (!v || *v <= 0 || *v > (int64_t{1} << 31))
-        throw InputError(where + ": must be a positive integer");
+      const int64_t most = max_option_value(key);
+      if (!v || *v <= 0 || *v > most)
+        throw InputError(where + ": must be a positive integer, at most " + std::to_string(most));
     } else if (std::find(opt->choices.begin(), opt->choices.end(), value) == opt->choices.end()) {
       throw InputError(where + ": must be one of " + join_keys(opt->choices));
     }

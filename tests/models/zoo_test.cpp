@@ -69,6 +69,26 @@ TEST(ModelZoo, SpecsOfTooManyOpsAreRefusedBeforeTheBuild) {
   EXPECT_GT(make_model(ModelSpec::parse("bert_base:layers=24")).graph.num_ops(), 10000u);  // twice the default: built
 }
 
+// Every tensor's bytes are products of the options in 64 bits: resnet50:image=2147483647 printed
+// -3 TiB of edges and alexnet:image=1 ended in an internal check. The largest values accepted
+// build graphs whose every count is positive.
+TEST(ModelZoo, OptionsAreBoundedSoThatNoSizeOverflows) {
+  EXPECT_NE(error_of("resnet50:image=2147483647").find("image = 2147483647: must be a positive integer, at most 1024"),
+            std::string::npos);
+  EXPECT_NE(error_of("rnnlm:hidden=1073741824").find("at most 65536"), std::string::npos);
+  EXPECT_NE(error_of("alexnet:image=1").find("image = 1: must be >= 223 pixels"), std::string::npos) << error_of("alexnet:image=1");
+  for (const char* spec : {"resnet50:image=1024,batch=65536", "rnnlm:hidden=65536,vocab=10000000,batch=65536,layers=1,seq=2",
+                           "bert_base:hidden=65536,heads=1024,batch=65536,layers=1,vocab=10000000,seq=512"}) {
+    const Model m = make_model(ModelSpec::parse(spec));
+    for (std::size_t i = 0; i < m.graph.num_ops(); ++i) {
+      const auto id = static_cast<OpId>(i);
+      EXPECT_GE(m.graph.op(id).flops, 0) << spec;
+      EXPECT_GE(m.graph.op(id).output_bytes, 0) << spec;
+      m.graph.for_each_out_edge(id, [&](OpId, const Tensor& t) { EXPECT_GE(t.bytes, 0) << spec; });
+    }
+  }
+}
+
 TEST(ModelZoo, RegistryListsEveryModelWithDefaults) {
   std::set<std::string> names;
   for (const ModelInfo& m : model_zoo()) {
