@@ -153,9 +153,6 @@ void add_run_commands(CLI::App& app) {
                 "  mpirun -n 64 placelab sweep scenarios/post-table1-*.yaml --seeds 10   # scenario x seed runs on 64 ranks\n"
                 "Finished scenarios are skipped, interrupted ones resume: re-run the same command after a stop.");
   sweep->callback([sa] {
-    if (!is_plain_name(sa->name))
-      throw InputError("--name " + sa->name.substr(0, 100) + ": must be a plain name (letters, digits, '.', '_', '-'; not starting "
-                       "with '.'; at most " + std::to_string(kMaxNameLength) + " characters): it names the folder results/sweep-<name>");
     if (!std::isfinite(sa->rank_timeout_s))  // CLI11's range lets NaN through
       throw InputError("--rank-timeout " + std::to_string(sa->rank_timeout_s) + ": must be a number of seconds in [1, 86400]");
     const std::optional<int> seeds = sa->seeds ? std::optional<int>(sa->seeds) : std::nullopt;

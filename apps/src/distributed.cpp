@@ -427,7 +427,7 @@ void run_sweep_distributed(const DistributedSweep& sweep) {
   std::vector<Scenario> scenarios;
   std::string error;
   try {
-    for (const auto& f : sweep.files) scenarios.push_back(read_scenario(f));  // all validated before anything runs
+    scenarios = read_sweep({sweep.files.begin(), sweep.files.end()}, sweep.name);  // all validated before anything runs
   } catch (const InputError& e) {
     error = e.what();
   }

@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/keys.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/grouping.h"
 
@@ -45,6 +47,16 @@ class Reader {
   template <typename T>
   T scalar(const std::string& key, const YAML::Node& node, const char* expected) const {
     if (!node.IsScalar()) fail(node, where(key, node) + ": must be " + expected);
+    // Integers and booleans as YAML 1.2 writes them, plain: yaml-cpp's own reading took 010 for 8,
+    // 0x10 for 16, +5, "12" in quotes, and yes/on for true.
+    if constexpr (std::is_same_v<T, bool>) {
+      if (node.Tag() != "!" && (node.Scalar() == "true" || node.Scalar() == "false")) return node.Scalar() == "true";
+      fail(node, where(key, node) + ": must be " + expected);
+    } else if constexpr (std::is_integral_v<T>) {
+      if (node.Tag() != "!")
+        if (const std::optional<T> v = parse_number<T>(node.Scalar())) return *v;
+      fail(node, where(key, node) + ": must be " + expected);
+    }
     try {
       return node.as<T>();
     } catch (const YAML::Exception&) {
@@ -177,6 +189,31 @@ bool is_plain_name(std::string_view name) {
          std::all_of(name.begin(), name.end(), [](char c) {
            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
          });
+}
+
+std::vector<Scenario> read_sweep(const std::vector<std::filesystem::path>& files, const std::string& sweep_name) {
+  if (!is_plain_name(sweep_name))
+    throw InputError("--name " + sweep_name.substr(0, 100) + ": must be a plain name (letters, digits, '.', '_', '-'; not starting "
+                     "with '.'; at most " + std::to_string(kMaxNameLength) + " characters): it names the folder results/sweep-<name>");
+  std::vector<Scenario> scenarios;
+  std::map<std::filesystem::path, std::string> seen_file, seen_output;
+  std::map<std::string, std::string> seen_name;
+  for (const auto& f : files) {
+    std::error_code ec;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(f, ec);
+    if (auto [it, fresh] = seen_file.emplace(ec ? f : canonical, f.string()); !fresh)
+      throw InputError(f.string() + ": listed twice in the sweep (as " + it->second + " before)");
+    Scenario s = read_scenario(f);
+    if (auto [it, fresh] = seen_name.emplace(s.name, f.string()); !fresh)
+      throw InputError(f.string() + ": name " + s.name + " is also the name of " + it->second +
+                       " (a sweep's scenarios need names of their own: give one a `name:`)");
+    const std::filesystem::path out = std::filesystem::weakly_canonical(s.output, ec);
+    if (auto [it, fresh] = seen_output.emplace(ec ? s.output : out, f.string()); !fresh)
+      throw InputError(f.string() + ": output " + s.output.string() + " is also the output of " + it->second +
+                       " (a sweep's scenarios need folders of their own)");
+    scenarios.push_back(std::move(s));
+  }
+  return scenarios;
 }
 
 Scenario read_scenario(const std::filesystem::path& path) {

@@ -23,7 +23,7 @@ inline constexpr std::size_t kMaxNameLength = 200;
 bool is_plain_name(std::string_view name);
 inline constexpr int64_t kMaxSeeds = 1000;
 inline constexpr int64_t kMaxSamples = 100'000'000;
-inline constexpr int64_t kMaxBatch = 1'000'000;
+inline constexpr int64_t kMaxBatch = 10'000;  // a batch is evaluated whole: a stop waits for it
 inline constexpr int64_t kMaxGroups = 10'000'000;   // `groups:` (METIS/Scotch parts): more than any graph's ops
 inline constexpr int64_t kMaxVerifySteps = 10'000;  // `verify.steps`: executor steps per measurement
 
@@ -86,6 +86,11 @@ struct Scenario {
 
 // Parses and validates a scenario file. Throws InputError "file:line: key = value: rule".
 Scenario read_scenario(const std::filesystem::path& path);
+// A sweep's scenarios, all read and validated before anything runs (`placelab sweep`, its MPI
+// form and placelab.sweep): each file once, no two scenarios of one name or output folder (a
+// name is the sweep's log file, the output its results), and the sweep's name a plain name
+// (it names results/sweep-<name>).
+std::vector<Scenario> read_sweep(const std::vector<std::filesystem::path>& files, const std::string& sweep_name);
 
 // Fingerprints (16 hex digits: FNV-1a 64 of a canonical JSON) of what determines results, so that
 // --resume and sweep reuse only results of this scenario as it is now. The scenario's: its model

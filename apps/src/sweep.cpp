@@ -105,8 +105,7 @@ bool sweep_stop_requested() { return g_sweep_stop != 0; }
 
 void run_sweep(const std::vector<std::string>& files, std::optional<int> seeds, int jobs, const std::string& name) {
   if (jobs < 1) throw InputError("--jobs " + std::to_string(jobs) + ": must be >= 1");
-  std::vector<Scenario> scenarios;
-  for (const auto& f : files) scenarios.push_back(read_scenario(f));  // all validated before anything runs
+  const std::vector<Scenario> scenarios = read_sweep({files.begin(), files.end()}, name);  // all validated first
   const fs::path dir = fs::path("results") / ("sweep-" + name);
   fs::create_directories(dir / "logs");
   // A second sweep of the same name would truncate this one's logs and rewrite its tables.

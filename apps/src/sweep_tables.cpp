@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
 #include "scenario.h"
 #include "sweep.h"
@@ -19,6 +20,9 @@ using nlohmann::json;
 
 std::vector<uint64_t> sweep_seeds(const Scenario& s, std::optional<int> seeds) {
   if (!seeds) return s.seeds;
+  // CLI11 checks the flag's range; placelab.run and placelab.sweep pass theirs straight here.
+  if (*seeds < 1 || *seeds > kMaxSeeds)
+    throw InputError("--seeds " + std::to_string(*seeds) + ": must be in [1, " + std::to_string(kMaxSeeds) + "]");
   std::vector<uint64_t> want;
   for (int i = 1; i <= *seeds; ++i) want.push_back(static_cast<uint64_t>(i));
   return want;

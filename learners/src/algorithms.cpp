@@ -32,11 +32,12 @@ void SearchSpace::validate() const {
 
 void ReinforceOptions::validate() const {
   const char* o = "reinforce";
-  require(samples_per_update >= 1, o, "samples_per_update", std::to_string(samples_per_update), "must be >= 1");
+  require(samples_per_update >= 1 && samples_per_update <= kMaxSamplesPerUpdate, o, "samples_per_update",
+          std::to_string(samples_per_update), "must be in [1, 100000]");
   require(learning_rate > 0 && std::isfinite(learning_rate), o, "learning_rate", format_6g(learning_rate), "must be > 0");
   require(adam_beta1 >= 0 && adam_beta1 < 1, o, "adam_beta1", format_6g(adam_beta1), "must be in [0, 1)");
   require(adam_beta2 >= 0 && adam_beta2 < 1, o, "adam_beta2", format_6g(adam_beta2), "must be in [0, 1)");
-  require(adam_epsilon > 0, o, "adam_epsilon", format_6g(adam_epsilon), "must be > 0");
+  require(adam_epsilon > 0 && std::isfinite(adam_epsilon), o, "adam_epsilon", format_6g(adam_epsilon), "must be > 0");
   require(baseline_decay >= 0 && baseline_decay < 1, o, "baseline_decay", format_6g(baseline_decay), "must be in [0, 1)");
   require(failing_signal > 0 && std::isfinite(failing_signal), o, "failing_signal", format_6g(failing_signal), "must be > 0");
   require(feasible_only_after >= 0 && feasible_only_after <= 1, o, "feasible_only_after", format_6g(feasible_only_after),
@@ -63,19 +64,22 @@ void validate_ce_fields(const char* o, double elite_fraction, double epsilon, do
 }  // namespace
 
 void PpoOptions::validate() const {
-  require(samples_per_update >= 1, "ppo", "samples_per_update", std::to_string(samples_per_update), "must be >= 1");
+  require(samples_per_update >= 1 && samples_per_update <= kMaxSamplesPerUpdate, "ppo", "samples_per_update",
+          std::to_string(samples_per_update), "must be in [1, 100000]");
   validate_ppo_fields("ppo", sga_steps, learning_rate, beta_init, kl_target, baseline_decay, oom_time_s);
 }
 
 void CrossEntropyOptions::validate() const {
-  require(samples_per_update >= 1, "cross_entropy", "samples_per_update", std::to_string(samples_per_update),
-          "must be >= 1");
+  require(samples_per_update >= 1 && samples_per_update <= kMaxSamplesPerUpdate, "cross_entropy", "samples_per_update",
+          std::to_string(samples_per_update), "must be in [1, 100000]");
   validate_ce_fields("cross_entropy", elite_fraction, epsilon, oom_time_s);
 }
 
 void PostOptions::validate() const {
-  require(ppo_every >= 1, "post", "ppo_every", std::to_string(ppo_every), "must be >= 1");
-  require(ce_every >= 1, "post", "ce_every", std::to_string(ce_every), "must be >= 1");
+  require(ppo_every >= 1 && ppo_every <= kMaxSamplesPerUpdate, "post", "ppo_every", std::to_string(ppo_every),
+          "must be in [1, 100000]");
+  require(ce_every >= 1 && ce_every <= kMaxSamplesPerUpdate, "post", "ce_every", std::to_string(ce_every),
+          "must be in [1, 100000]");
   require(ce_every % ppo_every == 0, "post", "ce_every", std::to_string(ce_every),
           ("must be a multiple of ppo_every (" + std::to_string(ppo_every) + ")").c_str());
   validate_ppo_fields("post", sga_steps, learning_rate, beta_init, kl_target, baseline_decay, oom_time_s);
@@ -466,8 +470,8 @@ using detail::OptionTable;
 const OptionTable<PostOptions>& post_options() {
   using O = PostOptions;
   static const OptionTable<O> kTable(
-      "post", {{"ppo_every", &O::ppo_every, ">= 1", "K: a PPO update every K samples, unless it is also a CE sample"},
-               {"ce_every", &O::ce_every, ">= 1 and a multiple of ppo_every", "N: a cross-entropy update every N samples"},
+      "post", {{"ppo_every", &O::ppo_every, "in [1, 100000]", "K: a PPO update every K samples, unless it is also a CE sample"},
+               {"ce_every", &O::ce_every, "in [1, 100000] and a multiple of ppo_every", "N: a cross-entropy update every N samples"},
                {"sga_steps", &O::sga_steps, "in [1, 1000]", "gradient ascent steps on Post Eq. 11 per PPO update"},
                {"learning_rate", &O::learning_rate, "> 0", "SGA step size on the logits"},
                {"beta_init", &O::beta_init, "> 0", "initial KL penalty coefficient β, adapted after each PPO update"},
@@ -483,7 +487,7 @@ const OptionTable<PostOptions>& post_options() {
 const OptionTable<PpoOptions>& ppo_options() {
   using O = PpoOptions;
   static const OptionTable<O> kTable(
-      "ppo", {{"samples_per_update", &O::samples_per_update, ">= 1", "K: a PPO update every K samples"},
+      "ppo", {{"samples_per_update", &O::samples_per_update, "in [1, 100000]", "K: a PPO update every K samples"},
               {"sga_steps", &O::sga_steps, "in [1, 1000]", "gradient ascent steps on Post Eq. 11 per update"},
               {"learning_rate", &O::learning_rate, "> 0", "SGA step size on the logits"},
               {"beta_init", &O::beta_init, "> 0", "initial KL penalty coefficient β, adapted after each update"},
@@ -497,7 +501,7 @@ const OptionTable<CrossEntropyOptions>& cross_entropy_options() {
   using O = CrossEntropyOptions;
   static const OptionTable<O> kTable(
       "cross_entropy",
-      {{"samples_per_update", &O::samples_per_update, ">= 1", "N: a cross-entropy update every N samples"},
+      {{"samples_per_update", &O::samples_per_update, "in [1, 100000]", "N: a cross-entropy update every N samples"},
        {"elite_fraction", &O::elite_fraction, "in (0, 1]", "ρ: the best ⌈ρN⌉ placements are the elites"},
        {"epsilon", &O::epsilon, "in [0, 1]", "ε: mixing with uniform after each update"},
        {"decay_epsilon", &O::decay_epsilon, "", "ε falls linearly to 0 over the sample budget"},
@@ -509,7 +513,7 @@ const OptionTable<ReinforceOptions>& reinforce_options() {
   using O = ReinforceOptions;
   static const OptionTable<O> kTable(
       "reinforce",
-      {{"samples_per_update", &O::samples_per_update, ">= 1", "K: placements per gradient step (Post's 12 workers)"},
+      {{"samples_per_update", &O::samples_per_update, "in [1, 100000]", "K: placements per gradient step (Post's 12 workers)"},
        {"learning_rate", &O::learning_rate, "> 0", "Adam step size on the logits"},
        {"adam_beta1", &O::adam_beta1, "in [0, 1)", "Adam's first-moment decay"},
        {"adam_beta2", &O::adam_beta2, "in [0, 1)", "Adam's second-moment decay"},

@@ -118,8 +118,8 @@ class _PlacementBase:
                  oom_time_s: float = 100.0, devices: str = "all", groups: int = 256, grouping_seed: int = 1):
         if reward not in _REWARDS:
             raise _placelab.InputError(f"reward = {reward}: must be one of {', '.join(_REWARDS)}")
-        if not oom_time_s > 0:
-            raise _placelab.InputError(f"oom_time_s = {oom_time_s}: must be > 0")
+        if not (oom_time_s > 0 and math.isfinite(oom_time_s)):
+            raise _placelab.InputError(f"oom_time_s = {oom_time_s}: must be a finite number > 0")
         if devices not in ("all", "gpus"):
             raise _placelab.InputError(f"devices = {devices}: must be all or gpus")
         self.graph = graph

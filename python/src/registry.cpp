@@ -182,8 +182,7 @@ std::filesystem::path run(const std::filesystem::path& scenario, const std::opti
 // itself as `placelab` workers), finished ones skipped, the same summary tables.
 std::filesystem::path sweep(const std::vector<std::filesystem::path>& files, std::optional<int> seeds,
                             const std::string& name, bool progress) {
-  std::vector<cli::Scenario> scenarios;
-  for (const auto& f : files) scenarios.push_back(cli::read_scenario(f));  // all validated before anything runs
+  const std::vector<cli::Scenario> scenarios = cli::read_sweep(files, name);  // all validated before anything runs
   const std::filesystem::path dir = std::filesystem::path("results") / ("sweep-" + name);
   for (const cli::Scenario& s : scenarios) {
     if (cli::scenario_finished(s, cli::sweep_seeds(s, seeds))) continue;

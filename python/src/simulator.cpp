@@ -65,12 +65,6 @@ void fill_batch(PySimulator& s, const IntArray2d& placements) {
 
 py::tuple simulate_batch(PySimulator& s, const py::object& placements_object, int threads) {
   const IntArray2d placements = device_id_array(placements_object, "placements");
-  if (threads < 0) {
-    std::string msg = "threads = ";
-    msg += std::to_string(threads);
-    msg += ": must be >= 0 (0: one per hardware thread)";
-    throw InputError(msg);
-  }
   // The answers are copied out while the lock is held: s.results is the Simulator's, and another
   // Python thread's call refills it as soon as the lock is free (reading it after the lock gave
   // other calls' results, or zeros).

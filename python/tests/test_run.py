@@ -39,6 +39,24 @@ def test_run_rejects_a_bad_scenario(tmp_path):
         raise AssertionError("expected InputError")
 
 
+def test_run_and_sweep_bound_what_the_cli_bounds(tmp_path, monkeypatch):
+    # The CLI's flags check these; the module passed them straight through (seeds=10**9 would have
+    # filled a vector of a billion seeds, name="../x" written outside results/).
+    monkeypatch.chdir(tmp_path)
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text("name: tiny\nmodel: cifar10_cnn\nsamples: 12\nlearners:\n  mcmc: {}\n")
+    for call, expect in [(lambda: pl.run(scenario, seeds=10**9), "--seeds 1000000000: must be in [1, 1000]"),
+                         (lambda: pl.sweep([scenario], name="../x"), "--name ../x: must be a plain name"),
+                         (lambda: pl.sweep([scenario, scenario]), "listed twice in the sweep")]:
+        try:
+            call()
+        except pl.InputError as e:
+            assert expect in str(e), str(e)
+        else:
+            raise AssertionError(f"expected InputError with {expect!r}")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "results" / "tiny").exists()
+
+
 def test_sweep_runs_each_scenario_once_and_writes_the_table(tmp_path, monkeypatch):
     from conftest import SOURCE_DIR
 

@@ -898,6 +898,9 @@ void Simulator::simulate_batch(std::span<const Placement> batch, std::span<SimRe
     const std::string what = "batch[" + std::to_string(i) + "]";
     check_placement(batch[i], prepared_->num_ops, prepared_->num_devices, what.c_str());
   }
+  if (threads < 0 || threads > kMaxBatchThreads)
+    throw InputError("threads = " + std::to_string(threads) + ": must be in [0, " + std::to_string(kMaxBatchThreads) +
+                     "] (0: one per hardware thread)");
   std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
                                     : std::max<std::size_t>(1, std::thread::hardware_concurrency());
   workers = std::min(workers, batch.size());
@@ -919,11 +922,14 @@ void Simulator::simulate_batch(std::span<const Placement> batch, std::span<SimRe
       errors[worker] = std::current_exception();
     }
   };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (std::size_t k = 1; k < workers; ++k) pool.emplace_back(work, k);
-  work(0);
-  for (std::thread& t : pool) t.join();
+  {
+    // jthreads: a thread the system refuses to start leaves the started ones joined, not a
+    // std::terminate.
+    std::vector<std::jthread> pool;
+    pool.reserve(workers - 1);
+    for (std::size_t k = 1; k < workers; ++k) pool.emplace_back(work, k);
+    work(0);
+  }
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 }

@@ -700,6 +700,15 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
       {"name: x\nmodel: resnet50\nsamples: 9223372036854775807\nbaselines: [single_gpu]\n", "must be at most 100000000"},
       {small_scenario(quickstart_, dir_ / "o", "paper: {single_gpu: .inf}\n"), "paper.single_gpu = .inf: must be a finite"},
       {"name: x\nmodel: resnet50\n? [a, b]\n: 3\nbaselines: [single_gpu]\n", "a key must be a plain name"},
+      // Integers and booleans as YAML 1.2 writes them: yaml-cpp read 0x10 as 16, +5 and "12" as
+      // numbers, yes as true; 010 is ten, not octal eight.
+      {"name: x\nmodel: resnet50\nsamples: 0x10\nbaselines: [single_gpu]\n", "samples = 0x10: must be a positive integer"},
+      {"name: x\nmodel: resnet50\nsamples: +5\nbaselines: [single_gpu]\n", "samples = +5: must be a positive integer"},
+      {"name: x\nmodel: resnet50\nsamples: \"12\"\nbaselines: [single_gpu]\n", "samples = 12: must be a positive integer"},
+      {"name: x\nmodel: resnet50\nop_level: yes\nbaselines: [single_gpu]\n", "op_level = yes: must be true or false"},
+      {"name: x\nmodel: resnet50\nbatch: 10001\nbaselines: [single_gpu]\n", "batch = 10001: must be at most 10000"},
+      {"name: x\nmodel: resnet50\nlearners:\n  ppo: {samples_per_update: 100001}\n",
+       "learners.ppo.samples_per_update = 100001: must be in [1, 100000]"},
       // in_situ needs a calibrated machine with cores; the quickstart's machine is a preset.
       {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, in_situ: true}\n"),
        "verify.in_situ: machine"},
@@ -792,7 +801,7 @@ TEST_F(Cli, ScenarioLearnerOptionsAreCheckedAgainstTheRegistry) {
                                         "    learning_rate: 0.5\n    samples_per_update: 0\n");
   r = placelab("run " + rule + " --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("rule.yaml:7: learners.reinforce.samples_per_update = 0: must be >= 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rule.yaml:7: learners.reinforce.samples_per_update = 0: must be in [1, 100000]"), std::string::npos) << r.out;
   std::string kind = write("kind.yaml", "name: x\nmodel: resnet50\nlearners:\n  cross_entropy: {decay_epsilon: maybe}\n");
   r = placelab("run " + kind + " --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
@@ -955,6 +964,16 @@ TEST_F(Cli, RunRefusesLinksInItsOutputFolderAndNamesThatArePaths) {
   EXPECT_NE(name.out.find("--name ../../escape: must be a plain name"), std::string::npos) << name.out;
   CliResult nan = placelab("sweep " + scenario + " --rank-timeout nan");
   EXPECT_EQ(nan.status, 2) << nan.out;
+  // One scenario twice would run twice into one folder, its log overwritten by the second.
+  CliResult same = placelab("sweep " + scenario + " " + scenario + " --name dup");
+  EXPECT_EQ(same.status, 2) << same.out;
+  EXPECT_NE(same.out.find("listed twice in the sweep"), std::string::npos) << same.out;
+  // Integer flags are decimal: CLI11 alone read 01750 as octal 1000 and -1 as 2^64 - 1.
+  for (const char* flag : {"--seeds 01750", "--seeds 0x3E8", "--only-seed -1"}) {
+    CliResult octal = placelab("run " + scenario + " -q " + flag);
+    EXPECT_EQ(octal.status, 2) << flag << ": " << octal.out;
+    EXPECT_NE(octal.out.find("must be a whole number in decimal digits"), std::string::npos) << flag << ": " << octal.out;
+  }
   const std::string twice = write("twice.yaml", "model: cifar10_cnn\nseeds: [3, 3]\nlearners:\n  mcmc: {}\n");
   CliResult seeds = placelab("run " + twice + " -q -o " + (dir_ / "t").string());
   EXPECT_EQ(seeds.status, 2) << seeds.out;

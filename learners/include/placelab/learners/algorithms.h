@@ -21,6 +21,11 @@
 
 namespace placelab {
 
+// The most samples between two updates of the table learners (REINFORCE, PPO, cross-entropy,
+// Post): the samples of one update are held in memory, and a learner that never updates within a
+// scenario's samples learns nothing (papers: 12 to 60).
+inline constexpr int kMaxSamplesPerUpdate = 100'000;
+
 struct ReinforceOptions {
   int samples_per_update = 12;         // K placements per gradient step (Post's 12 workers)
   double learning_rate = 0.1;          // Adam step size on the logits

@@ -146,7 +146,9 @@ class Simulator {
   // Simulates every placement of `batch` into results[i] over `threads` threads (0 = hardware
   // concurrency). results.size() must equal batch.size(). Deterministic: independent of threads.
   // Every placement is checked before any is simulated (throws InputError naming its index).
+  // threads in [0, kMaxBatchThreads] (0: one per hardware thread), else InputError.
   void simulate_batch(std::span<const Placement> batch, std::span<SimResult> results, int threads = 0) const;
+  static constexpr int kMaxBatchThreads = 1024;
 
   std::size_t num_ops() const;
   const Machine& machine() const;
