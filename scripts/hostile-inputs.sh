@@ -100,6 +100,23 @@ for i in range(n // 16):
     a, b = r.randrange(s), r.randrange(s)
     if a != b: link(f"sw:{a}", f"sw:{b}")' > thousand-gpus.yaml
 
+# 4,096 GPUs (the most a machine holds) under 163 switches, the same random form: routing fills a
+# table of every pair, 16.8 million routes, so this case has 10 s (docs/reliability.md).
+py 'import random
+r = random.Random(99)
+n, s = 4096, 163
+print("name: four-thousand\ndevices:")
+for i in range(n): print(f"  - {{name: gpu:{i}, kind: gpu, peak_flops: 1e13, memory_bandwidth_Bps: 1e11, memory_bytes: 1e9, streams: 1, launch_overhead_s: 5e-6}}")
+print("switches: [" + ", ".join(f"sw:{i}" for i in range(s)) + "]\nlinks:")
+def link(a, b): print(f"  - {{a: {a}, b: {b}, kind: pcie, bandwidth_Bps: {r.uniform(1e9, 5e10):.6g}, latency_s: {r.uniform(0, 1e-5):.6g}}}")
+for i in range(1, s): link(f"sw:{i}", f"sw:{r.randrange(i)}")
+for i in range(n):
+    link(f"gpu:{i}", f"sw:{r.randrange(s)}")
+    if r.random() < 0.3: link(f"gpu:{i}", f"sw:{r.randrange(s)}")
+for _ in range(n // 16):
+    a, b = r.randrange(s), r.randrange(s)
+    if a != b: link(f"sw:{a}", f"sw:{b}")' > four-thousand-devices.yaml
+
 scenario() {  # scenario NAME [EXTRA LINES...]: a small valid scenario, then the extra lines
   local name=$1
   shift
@@ -231,6 +248,19 @@ try "Kineto trace" "a kernel of \`dur: 1e15\` µs" 2 "kernel-1e15.json:[0-9]+: d
 sed '0,/"dur": 80/s//"dur": -80/' "$seed_trace" > negative-dur.json
 try "Kineto trace" "an event of \`dur: -80\`" 2 "negative-dur.json:[0-9]+: dur = -80" \
   "$P" calibrate --backend trace --trace negative-dur.json --machine dgx1 --out cal.yaml
+try "model spec" "\`resnet50:image=2147483647\`" 2 "image = 2147483647: must be a positive integer, at most" \
+  "$P" simulate --model resnet50:image=2147483647 --machine k80x4
+try "model spec" "\`alexnet:image=1\`" 2 "image = 1: must be >= 223 pixels" "$P" simulate --model alexnet:image=1 --machine k80x4
+try "command line" "\`--seeds 01750\` (octal to CLI11)" 2 "in decimal digits, without leading zeros" "$P" run good.yaml --seeds 01750
+try "command line" "\`--only-seed -1\`" 2 "in decimal digits, without leading zeros" "$P" run good.yaml --only-seed -1
+scenario hex 'seeds: 0x10'
+try "scenario YAML" "\`seeds: 0x10\`" 2 "hex.yaml:[0-9]+: seeds = 0x10" "$P" run hex.yaml
+scenario period 'learners: {ppo: {samples_per_update: 2147483647}}' && sed -i '/^learners: {post: {}}$/d' period.yaml
+try "scenario YAML" "\`samples_per_update: 2147483647\`" 2 "period.yaml:[0-9]+: learners.ppo.samples_per_update = 2147483647: must be in" \
+  "$P" run period.yaml
+try "sweep" "one scenario file twice" 2 "listed twice in the sweep" "$P" sweep good.yaml ./good.yaml --name twice
+wall_limit=10 try "routing" "a random machine of 4,096 devices under 163 switches (limit 10 s)" 0 "" \
+  "$P" machines four-thousand-devices.yaml
 "$P" sweep slow.yaml --name busy > /dev/null 2>&1 &
 first=$!
 for _ in $(seq 50); do [[ -s results/sweep-busy/.lock ]] && break; sleep 0.1; done

@@ -73,7 +73,11 @@ void print_links(std::span<const Link* const> links, std::size_t strip) {
                link_bandwidth(*l), format_seconds(l->latency_s));
 }
 
-void print_machine(const Machine& m) {
+// A machine of more devices lists its routes only when asked (--routes): 4,096 devices have 16.8
+// million, 874 MB of text.
+constexpr std::size_t kMaxDevicesWithRoutesListed = 64;
+
+void print_machine(const Machine& m, bool all_routes, const std::string& argument) {
   fmt::print("{}: {}\n\n", m.name, m.description);
   std::vector<const Device*> devices;
   for (const Device& d : m.devices) devices.push_back(&d);
@@ -87,6 +91,11 @@ void print_machine(const Machine& m) {
   for (const Link& l : m.links) links.push_back(&l);
   fmt::print("\n");
   print_links(links, 0);
+  if (!all_routes && m.num_devices() > kMaxDevicesWithRoutesListed) {
+    fmt::print("\n{} routes; every one (bottleneck bandwidth, latency): `placelab machines {} --routes`.\n",
+               m.num_devices() * (m.num_devices() - 1), argument);
+    return;
+  }
   fmt::print("\nroutes (bottleneck bandwidth, latency):\n");
   for (DeviceId s = 0; s < m.num_devices(); ++s)
     for (DeviceId t = 0; t < m.num_devices(); ++t) {
@@ -299,7 +308,8 @@ void add_machines_command(CLI::App& app) {
   cmd->add_option("machine", *name, "A preset name, a machine YAML file or a calibrated machine file to show in detail");
   cmd->add_flag("--yaml", *yaml, "Print the machine's YAML (a preset's source, with its sources cited)");
   cmd->add_flag("--routes", *routes,
-                "A machine of several nodes: list every device, link and route, as for one node, instead of a summary");
+                "List every route (a machine of over 64 devices prints their count), and a machine of several nodes "
+                "every device and link too, as for one node, instead of a summary");
   cmd->footer("Examples:\n  placelab machines\n  placelab machines k80x4\n  placelab machines dgx1 --yaml\n"
               "  placelab machines dgx1x8-ib100");
   cmd->callback([name, yaml, routes] {
@@ -328,7 +338,7 @@ void add_machines_command(CLI::App& app) {
     const Machine& m = source->machine;
     const std::vector<NodeView> nodes = *routes ? std::vector<NodeView>{} : cluster_nodes(m);
     if (nodes.empty()) {
-      print_machine(m);
+      print_machine(m, *routes, *name);
     } else {
       print_cluster(m, nodes, *name);
     }

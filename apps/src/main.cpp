@@ -29,7 +29,9 @@ void require_decimal_integers(CLI::App& app) {
           const bool ok = (is_unsigned ? placelab::parse_number<uint64_t>(text).has_value()
                                        : placelab::parse_number<int64_t>(text).has_value()) &&
                           (digits == "0" || !digits.starts_with('0'));  // CLI11 would read 010 as octal
-          return ok ? std::string() : "must be a whole number in decimal digits, without leading zeros" + std::string(is_unsigned ? " >= 0" : "");
+          return ok ? std::string()
+                    : std::string("must be a whole number") + (is_unsigned ? " >= 0" : "") +
+                          " in decimal digits, without leading zeros";
         },
         "", "decimal"));
   }

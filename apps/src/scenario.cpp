@@ -253,11 +253,11 @@ Scenario read_scenario(const std::filesystem::path& path) {
                      } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
                      else if (key == "grouping")
                        s.grouping = r.choice(key, v, grouping_names());
-                     else if (key == "groups") s.metis_groups = static_cast<int>(r.at_most(key, v, kMaxGroups));
+                     else if (key == "groups") s.metis_groups = static_cast<int>(r.at_most(key, v, kMaxGroupCount));
                      else if (key == "op_level") s.op_level = r.scalar<bool>(key, v, "true or false");
                      else if (key == "module_depth") {
                        const int64_t depth = r.non_negative(key, v);
-                       if (depth > 64) r.fail(v, r.where(key, v) + ": must be at most 64");
+                       if (depth > kMaxModuleDepth) r.fail(v, r.where(key, v) + ": must be at most " + std::to_string(kMaxModuleDepth));
                        s.module_depth = static_cast<int>(depth);
                      }
                      else if (key == "samples") s.samples = r.at_most(key, v, kMaxSamples);

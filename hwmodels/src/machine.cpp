@@ -64,12 +64,19 @@ std::string Machine::link_direction_name(LinkDirection dir) const {
 }
 
 Route Machine::route(DeviceId src, DeviceId dst) const {
-  PLACELAB_CHECK(routes_.entries.size() == devices.size() * devices.size() && !routes_.entries.empty())
+  PLACELAB_CHECK(routes_.hop_end.size() == devices.size() * devices.size() && !routes_.hop_end.empty())
       << "Machine::route needs finalize() after the last change";
   PLACELAB_CHECK(src < devices.size() && dst < devices.size() && src != dst) << src << " -> " << dst;
-  const RouteTable::Entry& e = routes_.entries[static_cast<std::size_t>(src) * devices.size() + dst];
-  return Route{std::span<const LinkDirection>(routes_.hops).subspan(e.hop_begin, e.hop_end - e.hop_begin), e.latency_s,
-               e.bandwidth_Bps};
+  const std::size_t i = static_cast<std::size_t>(src) * devices.size() + dst;
+  const uint32_t begin = i == 0 ? 0 : routes_.hop_end[i - 1];
+  Route r{std::span<const LinkDirection>(routes_.hops).subspan(begin, routes_.hop_end[i] - begin), 0,
+          std::numeric_limits<double>::infinity()};
+  // In the route search's order, so the figures are the search's to the bit.
+  for (LinkDirection d : r.hops) {
+    r.latency_s += direction_latency_s_[d];
+    r.bandwidth_Bps = std::min(r.bandwidth_Bps, direction_bandwidth_Bps_[d]);
+  }
+  return r;
 }
 
 void Machine::finalize() {
@@ -125,6 +132,12 @@ void Machine::finalize() {
   }
 
   routes_ = search_routes(*this);
+  direction_latency_s_.resize(num_link_directions());
+  direction_bandwidth_Bps_.resize(num_link_directions());
+  for (std::size_t d = 0; d < num_link_directions(); ++d) {
+    direction_latency_s_[d] = link_latency_s(static_cast<LinkDirection>(d));
+    direction_bandwidth_Bps_[d] = link_bandwidth_Bps(static_cast<LinkDirection>(d));
+  }
 }
 
 bool identical_devices(const Device& a, const Device& b) {

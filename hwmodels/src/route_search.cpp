@@ -83,9 +83,9 @@ class RouteSearch {
   // One thread's working memory, reused from source to source.
   struct Scratch;
 
-  // The routes from source s: row[t] for every device t (hop ranges relative to the start of
-  // hops, which the call fills).
-  void search(std::size_t s, Scratch& x, std::span<RouteTable::Entry> row, std::vector<LinkDirection>& hops) const;
+  // The routes from source s: their hops, in destination order, appended to `hops`, and where
+  // each destination's end in it (row[t]; row[s] ends an empty route).
+  void search(std::size_t s, Scratch& x, std::span<uint32_t> row, std::vector<LinkDirection>& hops) const;
 
   std::size_t num_devices() const { return nd_; }
 
@@ -163,8 +163,7 @@ struct RouteSearch::Scratch {
   std::priority_queue<Queued, std::vector<Queued>, std::greater<>> queue;
 };
 
-void RouteSearch::search(std::size_t s, Scratch& x, std::span<RouteTable::Entry> row,
-                         std::vector<LinkDirection>& hops) const {
+void RouteSearch::search(std::size_t s, Scratch& x, std::span<uint32_t> row, std::vector<LinkDirection>& hops) const {
   x.labels.clear();
   x.at.resize(out_.size());
   for (auto& v : x.at) v.clear();
@@ -210,24 +209,21 @@ void RouteSearch::search(std::size_t s, Scratch& x, std::span<RouteTable::Entry>
     }
   }
   for (std::size_t t = 0; t < nd_; ++t) {
-    if (t == s) continue;
-    const bool same_node = home != 0 && group_[t] == home;
-    const Candidate& best = same_node ? x.best_inside[t] : x.best_any[t];
-    if (best.parent == kNone)
-      throw MachineError("devices[" + std::to_string(t) + "]", m_.devices[t].name,
-                         "no route from " + m_.devices[s].name +
-                             (same_node ? " inside their node (traffic between devices of one node never leaves it: "
-                                          "link both to a common switch of the node or to each other)"
-                                        : " (devices never relay traffic: link both to a common switch or to each other)"));
-    RouteTable::Entry& r = row[t];
-    r.latency_s = best.latency_s;
-    r.bandwidth_Bps = best.bandwidth_Bps;
-    const std::size_t begin = hops.size();
-    hops.push_back(best.dir);
-    for (std::size_t k = best.parent; x.labels[k].parent != kNone; k = x.labels[k].parent) hops.push_back(x.labels[k].dir);
-    std::reverse(hops.begin() + static_cast<std::ptrdiff_t>(begin), hops.end());
-    r.hop_begin = static_cast<uint32_t>(begin);
-    r.hop_end = static_cast<uint32_t>(hops.size());
+    if (t != s) {
+      const bool same_node = home != 0 && group_[t] == home;
+      const Candidate& best = same_node ? x.best_inside[t] : x.best_any[t];
+      if (best.parent == kNone)
+        throw MachineError("devices[" + std::to_string(t) + "]", m_.devices[t].name,
+                           "no route from " + m_.devices[s].name +
+                               (same_node ? " inside their node (traffic between devices of one node never leaves it: "
+                                            "link both to a common switch of the node or to each other)"
+                                          : " (devices never relay traffic: link both to a common switch or to each other)"));
+      const std::size_t begin = hops.size();
+      hops.push_back(best.dir);
+      for (std::size_t k = best.parent; x.labels[k].parent != kNone; k = x.labels[k].parent) hops.push_back(x.labels[k].dir);
+      std::reverse(hops.begin() + static_cast<std::ptrdiff_t>(begin), hops.end());
+    }
+    row[t] = static_cast<uint32_t>(hops.size());
   }
 }
 
@@ -235,7 +231,7 @@ RouteTable search_routes(const Machine& machine, std::size_t threads) {
   const RouteSearch search(machine);
   const std::size_t nd = search.num_devices();
   RouteTable table;
-  table.entries.resize(nd * nd);
+  table.hop_end.resize(nd * nd);
   if (threads == 0)
     threads = nd < kMinDevicesForThreads
                   ? 1
@@ -250,7 +246,7 @@ RouteTable search_routes(const Machine& machine, std::size_t threads) {
       for (std::size_t i = w; i < count; i += threads) {
         row_hops[i].clear();
         try {
-          search.search(first + i, scratch[w], std::span(table.entries).subspan((first + i) * nd, nd), row_hops[i]);
+          search.search(first + i, scratch[w], std::span(table.hop_end).subspan((first + i) * nd, nd), row_hops[i]);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -269,10 +265,7 @@ RouteTable search_routes(const Machine& machine, std::size_t threads) {
       if (errors[i]) std::rethrow_exception(errors[i]);
       const std::size_t base = table.hops.size();
       PLACELAB_CHECK(base + row_hops[i].size() < std::numeric_limits<uint32_t>::max()) << base << " hops";
-      for (RouteTable::Entry& e : std::span(table.entries).subspan((first + i) * nd, nd)) {
-        e.hop_begin += static_cast<uint32_t>(base);
-        e.hop_end += static_cast<uint32_t>(base);
-      }
+      for (uint32_t& end : std::span(table.hop_end).subspan((first + i) * nd, nd)) end += static_cast<uint32_t>(base);
       table.hops.insert(table.hops.end(), row_hops[i].begin(), row_hops[i].end());
     }
     // The first round's rows predict the rest: one allocation for the table's hops.

@@ -415,11 +415,14 @@ Grouping group_by_module(const OpGraph& graph, int depth) {
 }
 
 void GroupingOptions::validate() const {
-  if (num_groups < 1)
-    throw InputError("metis.num_groups = " + std::to_string(num_groups) + ": must be >= 1");
+  if (num_groups < 1 || num_groups > kMaxGroupCount)
+    throw InputError("metis.num_groups = " + std::to_string(num_groups) + ": must be in [1, " +
+                     std::to_string(kMaxGroupCount) + "]");
   if (!(imbalance > 1.0) || imbalance > 10.0)
     throw InputError("metis.imbalance = " + std::to_string(imbalance) + ": must be in (1, 10]");
-  if (module_depth < 0) throw InputError("module_depth = " + std::to_string(module_depth) + ": must be >= 0 (0: whole paths)");
+  if (module_depth < 0 || module_depth > kMaxModuleDepth)
+    throw InputError("module_depth = " + std::to_string(module_depth) + ": must be in [0, " +
+                     std::to_string(kMaxModuleDepth) + "] (0: whole paths)");
 }
 
 namespace {

@@ -972,7 +972,7 @@ TEST_F(Cli, RunRefusesLinksInItsOutputFolderAndNamesThatArePaths) {
   for (const char* flag : {"--seeds 01750", "--seeds 0x3E8", "--only-seed -1"}) {
     CliResult octal = placelab("run " + scenario + " -q " + flag);
     EXPECT_EQ(octal.status, 2) << flag << ": " << octal.out;
-    EXPECT_NE(octal.out.find("must be a whole number in decimal digits"), std::string::npos) << flag << ": " << octal.out;
+    EXPECT_NE(octal.out.find("in decimal digits, without leading zeros"), std::string::npos) << flag << ": " << octal.out;
   }
   const std::string twice = write("twice.yaml", "model: cifar10_cnn\nseeds: [3, 3]\nlearners:\n  mcmc: {}\n");
   CliResult seeds = placelab("run " + twice + " -q -o " + (dir_ / "t").string());

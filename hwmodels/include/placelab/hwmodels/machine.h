@@ -104,16 +104,12 @@ struct Route {
 
 // Every device-to-device route of a finalised machine, flat: a machine of 640 devices (64 DGX-1)
 // has 409,600 routes, and a heap block for each made `placelab simulate` on it 0.13 s slower,
-// allocating and freeing them. Machine::finalize fills it (search_routes, route_search.cpp).
+// allocating and freeing them. Only the hops are kept: a route's latency and bandwidth are sums
+// and minima over them (Machine::route), which at 4,096 devices saves 270 of 670 MB.
+// Machine::finalize fills it (search_routes, route_search.cpp).
 struct RouteTable {
-  struct Entry {
-    uint32_t hop_begin = 0, hop_end = 0;  // range in hops
-    double latency_s = 0;
-    double bandwidth_Bps = 0;
-    bool operator==(const Entry&) const = default;
-  };
-  std::vector<Entry> entries;       // num_devices² entries, row-major by source
-  std::vector<LinkDirection> hops;  // every route's hops, one after another
+  std::vector<uint32_t> hop_end;    // per (source, destination), row-major: where its hops end in `hops`
+  std::vector<LinkDirection> hops;  // every route's hops, one after another (a pair's begin at the last one's end)
 };
 
 struct Machine {
@@ -149,6 +145,7 @@ struct Machine {
 
  private:
   RouteTable routes_;
+  std::vector<double> direction_latency_s_, direction_bandwidth_Bps_;  // per link direction, for route()
 };
 
 }  // namespace placelab

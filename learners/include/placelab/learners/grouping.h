@@ -97,6 +97,11 @@ Grouping group_by_module(const OpGraph& graph, int depth = 0);
 std::string default_grouping(const OpGraph& graph);
 
 // The groupers' options: METIS's and Scotch's partitions, the module grouping's depth.
+// The most parts a partitioner is asked for (more than any graph's ops) and the deepest module
+// path kept: the bounds of a scenario's `groups:` and `module_depth:` and of the Python module's.
+inline constexpr int kMaxGroupCount = 10'000'000;
+inline constexpr int kMaxModuleDepth = 64;
+
 struct GroupingOptions {
   int num_groups = 256;      // G, the number of parts asked of METIS or Scotch (≥ 1)
   int seed = 1;              // METIS_OPTION_SEED, Scotch's random seed; same seed ⇒ same grouping
