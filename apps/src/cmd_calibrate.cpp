@@ -26,6 +26,7 @@
 #include "placelab/profiler/activity.h"
 #include "placelab/profiler/cpu_calibrator.h"
 #include "placelab/profiler/cpu_executor.h"
+#include "scenario.h"
 #include "placelab/profiler/trace_import.h"
 #include "placelab/profiler/verify.h"
 #include "placelab/sim/simulator.h"
@@ -234,8 +235,7 @@ void run_calibrate(CalibrateArgs a) {
     if (ec) throw InputError("--out " + a.out + ": cannot create " + dir.string() + ": " + ec.message());
   }
   if (a.backend == "cpu" || a.backend == "cupti") {
-    if (a.backend == "cpu" && (a.in_situ_steps < 0 || a.in_situ_steps == 1))
-      throw InputError("--in-situ-steps " + std::to_string(a.in_situ_steps) + ": must be 0 (off) or >= 2");
+    if (a.backend == "cpu" && a.in_situ_steps != 0) check_measured_steps(a.in_situ_steps, "--in-situ-steps");  // 0: off
     if (under_mpi_launcher() && mpi_world().size > 1) {
       // One rank per node: each measures its own, rank 0 adds the network and writes the file.
       const std::optional<CalibratedMachine> cluster = calibrate_cluster([&] { return calibrate_this_node(a); }, a.out);
@@ -505,7 +505,9 @@ void run_verify_torch(const VerifyArgs& a) {
 void run_verify(VerifyArgs a) {
   if (a.backend == "torch") return run_verify_torch(a);
   if (a.placements.empty()) a.placements.push_back("single_cpu");
-  if (a.rounds < 1) throw InputError("--rounds " + std::to_string(a.rounds) + ": must be >= 1");
+  check_measured_steps(a.steps, "--steps");
+  if (a.rounds < 1 || a.rounds > kMaxVerifyRounds)
+    throw InputError("--rounds " + std::to_string(a.rounds) + ": must be in [1, " + std::to_string(kMaxVerifyRounds) + "]");
   GraphSource g = load_graph_source(a.graph, a.model);
   auto ms = load_machine_source(a.machine);
   std::vector<Placement> ps;
@@ -655,7 +657,7 @@ void add_calibrate_commands(CLI::App& app) {
   cal->add_option("--model", ca->models, "Also measure exactly this zoo model's kernel signatures (repeatable)");
   cal->add_option("--in-situ-steps", ca->in_situ_steps,
                   "cpu: with --graph/--model, also run each graph on the executor (all ops on one device, each "
-                  "device in turn) for this many steps and time its signatures inside real steps; 0 = off")
+                  "device in turn) for this many steps (2 to 10,000) and time its signatures inside real steps; 0 = off")
       ->capture_default_str();
   cal->add_flag("--in-situ-alone", ca->in_situ_alone,
                "cpu: time the in-situ runs one device at a time (default: every device runs its copy at "

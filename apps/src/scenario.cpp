@@ -22,6 +22,7 @@
 #include "placelab/graph/numbers.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/grouping.h"
+#include "placelab/profiler/cpu_executor.h"
 
 namespace placelab::cli {
 namespace {
@@ -314,13 +315,17 @@ Scenario read_scenario(const std::filesystem::path& path) {
                          else if (k == "every") s.verify.every = r.positive("verify.every", x);
                          else if (k == "in_situ") s.verify.in_situ = r.scalar<bool>("verify.in_situ", x, "true or false");
                          else if (k == "rounds") {
-                           const int64_t n = r.positive("verify.rounds", x);
-                           if (n > 100) r.fail(x, "verify.rounds: must be <= 100");
+                           const int64_t n = r.at_most("verify.rounds", x, kMaxVerifyRounds);
                            s.verify.rounds = static_cast<int>(n);
                            rounds_set = true;
                          } else {
-                           s.verify.steps = static_cast<int>(r.at_most("verify.steps", x, kMaxVerifySteps));
-                           if (s.verify.steps < 2) r.fail(x, "verify.steps: must be >= 2 (the first step is warm-up)");
+                           const auto steps = r.scalar<int64_t>("verify.steps", x, "a whole number");
+                           try {
+                             check_measured_steps(steps, "verify.steps");
+                           } catch (const InputError& e) {
+                             r.fail(x, e.what());
+                           }
+                           s.verify.steps = static_cast<int>(steps);
                          }
                        });
                        if (s.verify.in_situ && !rounds_set) s.verify.rounds = 3;

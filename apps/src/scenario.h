@@ -24,7 +24,7 @@ bool is_plain_name(std::string_view name);
 inline constexpr int64_t kMaxSeeds = 1000;
 inline constexpr int64_t kMaxSamples = 100'000'000;
 inline constexpr int64_t kMaxBatch = 10'000;  // a batch is evaluated whole: a stop waits for it
-inline constexpr int64_t kMaxVerifySteps = 10'000;  // `verify.steps`: executor steps per measurement
+inline constexpr int64_t kMaxVerifyRounds = 100;  // `verify.rounds`, `verify --rounds`: interleaved rounds
 
 // One entry of `learners:`: a registry learner (learners/registry.h) and the options the scenario
 // set, already validated; every other option keeps the paper's default.

@@ -19,6 +19,7 @@
 #include "framework_map.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "placelab/profiler/cpu_executor.h"
 
 namespace placelab::cli {
 
@@ -104,7 +105,7 @@ TorchRunner::TorchRunner(const OpGraph& graph, const Machine& machine, TorchMode
   if (spec_.model.empty())
     throw InputError("the torch backend needs the model to run: --torch-model torchvision:NAME or module:function "
                      "(docs/pytorch.md)");
-  if (spec_.steps < 2) throw InputError("steps = " + std::to_string(spec_.steps) + ": must be >= 2 (the first is warm-up)");
+  check_measured_steps(spec_.steps, "steps");
 }
 
 TorchRun TorchRunner::run(const Placement& placement, bool check) const {

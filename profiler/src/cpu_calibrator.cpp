@@ -432,7 +432,7 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
 InSituSampler::InSituSampler(const OpGraph& graph, const Machine& machine, const CpuExecutor& executor,
                              const InSituOptions& options)
     : graph_(graph), machine_(machine), executor_(executor), options_(options) {
-  if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
+  check_measured_steps(options.steps, "InSituOptions.steps");
   samples_.resize(machine.num_devices());
   step_sum_s_.assign(machine.num_devices(), 0);
 }
@@ -496,7 +496,7 @@ std::vector<double> InSituSampler::step_time_s() const {
 }
 
 InSituReport calibrate_in_situ(const OpGraph& graph, CalibrationResult& result, const InSituOptions& options) {
-  if (options.steps < 2) throw InputError("InSituOptions.steps = " + std::to_string(options.steps) + ": must be >= 2");
+  check_measured_steps(options.steps, "InSituOptions.steps");
   if (options.rounds < 1) throw InputError("InSituOptions.rounds = " + std::to_string(options.rounds) + ": must be >= 1");
   CpuExecutorOptions eo{.steps = options.steps};
   for (const DeviceCalibration& dc : result.calibration.devices) eo.device_cores.push_back(dc.cores);

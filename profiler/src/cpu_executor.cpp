@@ -335,8 +335,14 @@ class Run {
 
 }  // namespace
 
+void check_measured_steps(int64_t steps, const std::string& what) {
+  if (steps < 2 || steps > kMaxMeasuredSteps)
+    throw InputError(what + " = " + std::to_string(steps) + ": must be in [2, " + std::to_string(kMaxMeasuredSteps) +
+                     "] (the first step is warm-up)");
+}
+
 void CpuExecutorOptions::validate() const {
-  if (steps < 2) throw InputError("CpuExecutorOptions.steps = " + std::to_string(steps) + ": must be >= 2 (the first step is dropped)");
+  check_measured_steps(steps, "CpuExecutorOptions.steps");
   if (max_kernel_bytes <= 0)
     throw InputError("CpuExecutorOptions.max_kernel_bytes = " + std::to_string(max_kernel_bytes) + ": must be > 0");
   if (!(spin_s >= 0 && spin_s <= 1))

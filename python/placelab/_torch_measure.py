@@ -88,9 +88,14 @@ def measure(spec: _ModelSpec, mapping: Mapping[str, str], *, where: str, device_
     }
 
 
+# The C++ side's rule for the steps of one measured run (check_measured_steps, cpu_executor.h),
+# which the CLI's torch backend applies before it starts this module.
+_MAX_MEASURED_STEPS = 10_000
+
+
 def _check_steps(steps: int) -> None:
-    if steps < 2:
-        raise InputError(f"--steps = {steps}: must be >= 2 (the first step is a warm-up and not counted)")
+    if not 2 <= steps <= _MAX_MEASURED_STEPS:
+        raise InputError(f"--steps = {steps}: must be in [2, {_MAX_MEASURED_STEPS}] (the first step is warm-up)")
 
 
 def _visible_gpus() -> int:

@@ -52,7 +52,7 @@ TEST_F(Cli, HelpListsTheCommands) {
 TEST_F(Cli, CalibrateRejectsABadInSituStepCountBeforeMeasuring) {
   CliResult r = placelab("calibrate --backend cpu --in-situ-steps 1 --out " + (dir_ / "never.yaml").string());
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.out.find("--in-situ-steps 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--in-situ-steps = 1: must be in [2, 10000]"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir_ / "never.yaml"));
 }
 

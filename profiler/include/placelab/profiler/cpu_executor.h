@@ -22,6 +22,13 @@
 
 namespace placelab {
 
+// The steps of one measured run, the rule every executor and measurement shares (CPU and CUDA
+// executors, in-situ calibration, `verify --steps`, a scenario's `verify.steps`, the torch
+// backend): the first step is warm-up and dropped, so at least 2; at most kMaxMeasuredSteps, a
+// bound on how long one run may take. Throws InputError "<what> = N: must be in [2, 10000] …".
+inline constexpr int64_t kMaxMeasuredSteps = 10'000;
+void check_measured_steps(int64_t steps, const std::string& what);
+
 struct CpuExecutorOptions {
   int steps = 11;  // steps to run (≥ 2); the first is warm-up and excluded from the mean
   // Cores of each machine device, indexed by DeviceId (a calibration's DeviceCalibration::cores).
