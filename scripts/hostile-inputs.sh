@@ -77,14 +77,15 @@ sed '0,/peak_flops: 280 GFLOP\/s/s//peak_flops: 1e-320/' k80x4.yaml > flops-1e-3
 sed '0,/bandwidth_Bps: 19.9 GB\/s/s//bandwidth_Bps: 1e-320/' k80x4.yaml > bandwidth-1e-320.yaml
 sed '0,/bandwidth_Bps: 19.9 GB\/s/s//bandwidth_Bps: 1e30 GB\/s/' k80x4.yaml > bandwidth-1e30.yaml
 { echo '? [a, b]'; echo ': 1'; cat k80x4.yaml; } > list-key-machine.yaml
-# 1,000 GPUs under 40 switches (a random tree, 30 % of the GPUs on a second switch, extra switch
-# links), every link direction with its own bandwidth and latency: bench/sim_bench.cpp's
-# random_machine as a file.
-py 'import random
+# random_machine NAME GPUS SWITCHES: one CPU and GPUS GPUs under SWITCHES switches (a random tree,
+# 30 % of the GPUs on a second switch, extra switch links), every link direction with its own
+# bandwidth and latency: bench/sim_bench.cpp's random_machine as a file, NAME.yaml.
+random_machine() {
+  py 'import random, sys
+name, n, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 r = random.Random(99)
-n, s = 1000, 40
 device = "peak_flops: {}, memory_bandwidth_Bps: 1e11, memory_bytes: 17179869184, streams: 1, launch_overhead_s: 5e-6"
-print("name: thousand\ndevices:\n  - {name: cpu:0, kind: cpu, " + device.format(1e12) + "}")
+print(f"name: {name}\ndevices:\n  - {{name: cpu:0, kind: cpu, " + device.format(1e12) + "}")
 for i in range(n):
     print(f"  - {{name: gpu:{i}, kind: gpu, " + device.format(1e13) + "}")
 print("switches: [" + ", ".join(f"sw:{i}" for i in range(s)) + "]\nlinks:")
@@ -98,24 +99,12 @@ for i in range(n):
     if r.random() < 0.3: link(f"gpu:{i}", f"sw:{r.randrange(s)}")
 for i in range(n // 16):
     a, b = r.randrange(s), r.randrange(s)
-    if a != b: link(f"sw:{a}", f"sw:{b}")' > thousand-gpus.yaml
-
-# 4,096 GPUs (the most a machine holds) under 163 switches, the same random form: routing fills a
-# table of every pair, 16.8 million routes, so this case has 10 s (docs/reliability.md).
-py 'import random
-r = random.Random(99)
-n, s = 4096, 163
-print("name: four-thousand\ndevices:")
-for i in range(n): print(f"  - {{name: gpu:{i}, kind: gpu, peak_flops: 1e13, memory_bandwidth_Bps: 1e11, memory_bytes: 1e9, streams: 1, launch_overhead_s: 5e-6}}")
-print("switches: [" + ", ".join(f"sw:{i}" for i in range(s)) + "]\nlinks:")
-def link(a, b): print(f"  - {{a: {a}, b: {b}, kind: pcie, bandwidth_Bps: {r.uniform(1e9, 5e10):.6g}, latency_s: {r.uniform(0, 1e-5):.6g}}}")
-for i in range(1, s): link(f"sw:{i}", f"sw:{r.randrange(i)}")
-for i in range(n):
-    link(f"gpu:{i}", f"sw:{r.randrange(s)}")
-    if r.random() < 0.3: link(f"gpu:{i}", f"sw:{r.randrange(s)}")
-for _ in range(n // 16):
-    a, b = r.randrange(s), r.randrange(s)
-    if a != b: link(f"sw:{a}", f"sw:{b}")' > four-thousand-devices.yaml
+    if a != b: link(f"sw:{a}", f"sw:{b}")' "$@" > "$1.yaml"
+}
+random_machine thousand 1000 40 && mv thousand.yaml thousand-gpus.yaml
+# The most a machine holds (4,096 devices) under 163 switches: routing fills a table of every
+# pair, 16.8 million routes, so this case has 10 s (docs/reliability.md).
+random_machine four-thousand 4095 163 && mv four-thousand.yaml four-thousand-devices.yaml
 
 scenario() {  # scenario NAME [EXTRA LINES...]: a small valid scenario, then the extra lines
   local name=$1
