@@ -188,7 +188,9 @@ class EagerPass {
   uint32_t transfer_to(uint32_t producer, DeviceId dst, double& t, uint32_t thread, uint32_t consumer) {
     if (const uint32_t x = find_transfer(producer, dst); x != kNone) return x;
     const DeviceId src = w_.device[producer];
-    const PairInfo& pair = g_.pairs[std::size_t{src} * g_.num_devices + dst];
+    const std::size_t pair_index = std::size_t{src} * g_.num_devices + dst;
+    const PairInfo& pair = g_.pairs[pair_index];
+    const std::span<const LinkDirection> route = g_.route(pair_index);
     const int64_t bytes = g_.ops[producer].send_bytes;
     const double host_start = t;
     t += g_.copy_dispatch_s;
@@ -196,11 +198,10 @@ class EagerPass {
     const bool src_gpu = g_.device_is_gpu[src], dst_gpu = g_.device_is_gpu[dst];
     if (src_gpu) start = std::max(start, w_.stream_free[src]);
     if (dst_gpu) start = std::max(start, w_.stream_free[dst]);
-    for (uint32_t h = pair.hop_begin; h < pair.hop_end; ++h) start = std::max(start, w_.link_free[g_.route_hops[h]]);
+    for (const LinkDirection l : route) start = std::max(start, w_.link_free[l]);
     const double duration = transfer_duration(g_, pair, bytes, src, dst);
     const double end = start + duration;
-    for (uint32_t h = pair.hop_begin; h < pair.hop_end; ++h) {
-      const LinkDirection l = g_.route_hops[h];
+    for (const LinkDirection l : route) {
       w_.link_free[l] = end;
       w_.link_busy[l] += duration;
       w_.link_bytes[l] += bytes;
@@ -378,8 +379,7 @@ struct EagerSchedule::Impl {
       const DeviceId src = done[p] ? w.device[p] : g.effective_device(p, d);
       if (!g.in[k].data || src == d) continue;
       save(w.stream_free[src]);
-      const sim_detail::PairInfo& pair = g.pairs[std::size_t{src} * g.num_devices + d];
-      for (uint32_t h = pair.hop_begin; h < pair.hop_end; ++h) save(w.link_free[g.route_hops[h]]);
+      for (const LinkDirection l : g.route(std::size_t{src} * g.num_devices + d)) save(w.link_free[l]);
     }
 
     const Times t = issue(op, device);

@@ -39,14 +39,15 @@ struct OpInfo {
   int64_t send_bytes = 0;  // wire size of the op's output: max bytes of its data edges
 };
 
-// Per ordered device pair (src * num_devices + dst): its route as a range of
-// FlatGraph::route_hops, and the transfer time line latency + bytes × seconds_per_byte when the
-// cost model is affine for that pair (checked at probe sizes), which saves a virtual call per
-// transfer; otherwise the cost model is asked for every transfer.
+// Per ordered device pair (src * num_devices + dst): the transfer time line latency + bytes ×
+// seconds_per_byte when the cost model is affine for that pair (promised by
+// CostModel::transfer_is_affine or checked at probe sizes), which saves a virtual call per
+// transfer; otherwise the cost model is asked for every transfer. Its route is
+// FlatGraph::route(pair index), read from the machine's own table: at 4,096 devices a copy
+// cost 270 MB.
 struct PairInfo {
   double latency_s = 0;
   double s_per_byte = 0;
-  uint32_t hop_begin = 0, hop_end = 0;
   uint32_t queue = 0;  // the transfer queue of its first hop (see FlatGraph::num_queues)
   bool affine = false;
   // The destination has no copy engine (Device::copy_engine = false): the copy waits in its
@@ -88,7 +89,14 @@ struct FlatGraph {
   bool has_cpu = false;
   DeviceId default_cpu = 0;
   std::vector<PairInfo> pairs;    // num_devices²
-  std::vector<LinkDirection> route_hops;
+  // The machine's route table (Machine::route_table), which outlives the simulator.
+  const uint32_t* route_hop_end = nullptr;
+  const LinkDirection* route_hops = nullptr;
+  // The hops of pair src × num_devices + dst, in order from the source.
+  std::span<const LinkDirection> route(std::size_t pair) const {
+    const uint32_t begin = pair == 0 ? 0 : route_hop_end[pair - 1];
+    return {route_hops + begin, route_hops + route_hop_end[pair]};
+  }
   std::vector<uint32_t> slot_off;   // device → first compute slot; num_devices + 1 entries
   std::vector<int64_t> capacity_bytes;
 

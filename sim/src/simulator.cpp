@@ -549,10 +549,12 @@ class Evaluation {
     num_consumers_ += ds.dest_edges;
     ds.dest_edges = 0;  // reset the per-producer scratch for the next producer
 
-    const sim_detail::PairInfo& pair = g_.pairs[std::size_t{src} * nd_ + dst];
+    const std::size_t pair_index = std::size_t{src} * nd_ + dst;
+    const sim_detail::PairInfo& pair = g_.pairs[pair_index];
     const double duration = transfer_duration(pair, bytes, src, dst);
-    const LinkDirection* hop = g_.route_hops.data() + pair.hop_begin;
-    const LinkDirection* hop_end = g_.route_hops.data() + pair.hop_end;
+    const std::span<const LinkDirection> route = g_.route(pair_index);
+    const LinkDirection* hop = route.data();
+    const LinkDirection* hop_end = hop + route.size();
     if (pair.by_device) [[unlikely]] {
       // The destination's own cores copy: the copy queues for one of its compute slots (ready
       // now) instead of reserving the route; the links only count its traffic.
@@ -677,6 +679,83 @@ class Evaluation {
   bool any_dirty_ = false;
 };
 
+// Below this many devices the pair table is filled on the calling thread (every preset).
+constexpr std::size_t kMinDevicesForPairThreads = 256;
+
+// The transfer line of one pair (s != t). Affine check: the line through 0 and 2^34 bytes must
+// reproduce the model at every probe size to 1e-12 relative (far below any modelling error);
+// else the simulator asks per transfer. A model that promises affinity
+// (CostModel::transfer_is_affine) skips the probes, not the line, so the figures are the same.
+// The line must also stay finite up to the largest wire size of this graph, so the hot loop
+// needs no check of its durations.
+void fill_pair(sim_detail::PairInfo& pair, const Machine& machine, const CostModel& cost, DeviceId s, DeviceId t,
+               int64_t max_send_bytes) {
+  constexpr double kFar = 17179869184.0;  // 2^34 bytes: dividing by it is exact
+  const double latency = cost.transfer_time_s(0, s, t);
+  const double per_byte = (cost.transfer_time_s(static_cast<int64_t>(kFar), s, t) - latency) / kFar;
+  bool affine = latency >= 0 && per_byte >= 0 && std::isfinite(latency) && std::isfinite(per_byte) &&
+                std::isfinite(latency + static_cast<double>(max_send_bytes) * per_byte);
+  if (affine && !cost.transfer_is_affine(s, t)) {
+    for (int64_t probe : {int64_t{1}, int64_t{1000}, int64_t{4096}, int64_t{1} << 20, int64_t{123456789},
+                          int64_t{1} << 30}) {
+      const double exact = cost.transfer_time_s(probe, s, t);
+      const double line = latency + static_cast<double>(probe) * per_byte;
+      affine = affine && std::abs(exact - line) <= 1e-12 * std::abs(exact);
+    }
+  }
+  pair.affine = affine;
+  pair.latency_s = latency;
+  pair.s_per_byte = per_byte;
+  pair.by_device = !machine.devices[t].copy_engine;
+}
+
+// The pair table: every ordered pair's transfer line (on every core from
+// kMinDevicesForPairThreads devices: 16.8 million pairs at 4,096), then, in pair order, the queue
+// of each route's first hop, so queue numbers do not depend on the thread count. The routes
+// themselves stay in the machine's table.
+void fill_pairs(sim_detail::FlatGraph& g, const Machine& machine, const CostModel& cost, int64_t max_send_bytes) {
+  const DeviceId nd = static_cast<DeviceId>(machine.num_devices());
+  const RouteTable& table = machine.route_table();
+  PLACELAB_CHECK(table.hop_end.size() == std::size_t{nd} * nd) << "the machine is not finalised";
+  g.route_hop_end = table.hop_end.data();
+  g.route_hops = table.hops.data();
+  g.pairs.assign(std::size_t{nd} * nd, {});
+  std::size_t threads = 1;
+  if (nd >= kMinDevicesForPairThreads) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  std::atomic<DeviceId> next_row{0};
+  // The first failure in row order wins, as a serial fill would raise it.
+  std::vector<std::pair<DeviceId, std::exception_ptr>> failures(threads, {nd, nullptr});
+  auto work = [&](std::size_t w) {
+    for (DeviceId s = next_row++; s < nd; s = next_row++) {
+      try {
+        for (DeviceId t = 0; t < nd; ++t)
+          if (s != t) fill_pair(g.pairs[std::size_t{s} * nd + t], machine, cost, s, t, max_send_bytes);
+      } catch (...) {
+        failures[w] = {s, std::current_exception()};
+        return;
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    work(0);
+  }
+  const auto first = std::min_element(failures.begin(), failures.end(),
+                                      [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (first->second) std::rethrow_exception(first->second);
+  std::vector<uint32_t> queue_of_link(g.num_links, std::numeric_limits<uint32_t>::max());
+  for (std::size_t i = 0; i < g.pairs.size(); ++i) {
+    if (i / nd == i % nd) continue;
+    const std::span<const LinkDirection> hops = g.route(i);
+    PLACELAB_CHECK(!hops.empty()) << "no hops from " << machine.devices[i / nd].name << " to "
+                                  << machine.devices[i % nd].name;
+    uint32_t& queue = queue_of_link[hops.front()];
+    if (queue == std::numeric_limits<uint32_t>::max()) queue = g.num_queues++;
+    g.pairs[i].queue = queue;
+  }
+}
+
 }  // namespace
 
 Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(std::make_unique<Prepared>()) {
@@ -782,42 +861,7 @@ Simulator::Simulator(const OpGraph& graph, const CostModel& cost) : prepared_(st
     g.default_cpu = *cpu;
   }
 
-  g.pairs.assign(std::size_t{nd} * nd, {});
-  std::vector<uint32_t> queue_of_link(g.num_links, std::numeric_limits<uint32_t>::max());
-  for (DeviceId s = 0; s < nd; ++s) {
-    for (DeviceId t = 0; t < nd; ++t) {
-      sim_detail::PairInfo& pair = g.pairs[std::size_t{s} * nd + t];
-      pair.hop_begin = static_cast<uint32_t>(g.route_hops.size());
-      if (s != t) {
-        const Route& r = machine.route(s, t);
-        PLACELAB_CHECK(!r.hops.empty()) << "no hops from " << machine.devices[s].name << " to " << machine.devices[t].name;
-        g.route_hops.insert(g.route_hops.end(), r.hops.begin(), r.hops.end());
-        uint32_t& queue = queue_of_link[r.hops.front()];
-        if (queue == std::numeric_limits<uint32_t>::max()) queue = g.num_queues++;
-        pair.queue = queue;
-        // Affine check: the line through 0 and 2^34 bytes must reproduce the model at every probe
-        // size to 1e-12 relative (far below any modelling error); else ask per transfer. The
-        // line must also stay finite up to the largest wire size of this graph, so the hot loop
-        // needs no check of its durations.
-        constexpr double kFar = 17179869184.0;  // 2^34 bytes: dividing by it is exact
-        const double latency = cost.transfer_time_s(0, s, t);
-        const double per_byte = (cost.transfer_time_s(static_cast<int64_t>(kFar), s, t) - latency) / kFar;
-        bool affine = latency >= 0 && per_byte >= 0 && std::isfinite(latency) && std::isfinite(per_byte) &&
-                      std::isfinite(latency + static_cast<double>(max_send_bytes) * per_byte);
-        for (int64_t probe : {int64_t{1}, int64_t{1000}, int64_t{4096}, int64_t{1} << 20, int64_t{123456789},
-                              int64_t{1} << 30}) {
-          const double exact = cost.transfer_time_s(probe, s, t);
-          const double line = latency + static_cast<double>(probe) * per_byte;
-          affine = affine && std::abs(exact - line) <= 1e-12 * std::abs(exact);
-        }
-        pair.affine = affine;
-        pair.latency_s = latency;
-        pair.s_per_byte = per_byte;
-        pair.by_device = !machine.devices[t].copy_engine;
-      }
-      pair.hop_end = static_cast<uint32_t>(g.route_hops.size());
-    }
-  }
+  fill_pairs(g, machine, cost, max_send_bytes);
   if (graph.execution() == Execution::kEager) {
     // The eager model's inputs (docs/simulator.md, "Eager execution"): what the host pays per op
     // and who issues each op. Its pass

@@ -4,10 +4,12 @@
 #include "placelab/sim/simulator.h"
 
 #include <cmath>
+#include <random>
 
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/hwmodels/cost_model.h"
 #include "sim_test_util.h"
 
 namespace placelab {
@@ -108,6 +110,57 @@ TEST(Simulator, NonAffineTransferTimesAreAskedPerTransfer) {
   SimResult r = run(g, cost, {0, 0, 1});
   EXPECT_DOUBLE_EQ(r.step_time_s, 34);
   EXPECT_DOUBLE_EQ(r.links[0].busy_s, 32);
+}
+
+// The analytic model promises affine copies (CostModel::transfer_is_affine), so the simulator
+// skips its probes; the same model asked through a wrapper that promises nothing is probed. On a
+// machine of 300 devices (the pair table is filled on every core from 256) under random switches
+// and link figures, both give the same step to the bit, and both equal the route's own figures.
+class UnpromisedCost : public CostModel {
+ public:
+  explicit UnpromisedCost(const AnalyticCostModel& inner) : CostModel(inner.machine()), inner_(inner) {}
+  double model_op_time_s(const Op& op, DeviceId device) const override { return inner_.op_time_s(op, device); }
+  std::string describe() const override { return "unpromised"; }
+
+ private:
+  const AnalyticCostModel& inner_;
+};
+
+TEST(Simulator, APromiseOfAffineCopiesSkipsTheProbesNotTheLine) {
+  Machine m;
+  m.name = "wide";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> bandwidth(1e9, 5e10), latency(0, 1e-5);
+  for (int i = 0; i < 300; ++i) m.devices.push_back(testing::device("gpu:" + std::to_string(i), DeviceKind::kGpu));
+  for (int i = 0; i < 12; ++i) m.switches.push_back("sw:" + std::to_string(i));
+  for (int i = 1; i < 12; ++i)
+    m.links.push_back(testing::link(m.switches[i], m.switches[std::uniform_int_distribution<int>(0, i - 1)(rng)],
+                           bandwidth(rng), latency(rng)));
+  for (const Device& d : m.devices)
+    m.links.push_back(testing::link(d.name, m.switches[std::uniform_int_distribution<int>(0, 11)(rng)], bandwidth(rng), latency(rng)));
+  m.finalize();
+  const AnalyticCostModel promised(m);
+  const UnpromisedCost probed(promised);
+  ASSERT_TRUE(promised.transfer_is_affine(0, 1));
+  ASSERT_FALSE(probed.transfer_is_affine(0, 1));
+  const OpGraph g = testing::random_dag(11, 30, 20);
+  const Simulator a(g, promised), b(g, probed);
+  for (uint32_t seed = 0; seed < 5; ++seed) {
+    const Placement p = testing::random_placement(seed, g.num_ops(), m.num_devices());
+    const SimResult ra = a.simulate(p), rb = b.simulate(p);
+    testing::expect_identical(ra, rb);
+    EXPECT_GT(ra.transfers, 0);
+  }
+  // One copy alone: the route's latency plus its bytes over the bottleneck.
+  OpGraph two;
+  add(two, "a", 1e-3, 1 << 20);
+  add(two, "b", 1e-3);
+  two.add_edge(0, 1, data(1 << 20));
+  const Route r = m.route(3, 250);
+  const SimResult one = Simulator(two, promised).simulate(Placement{3, 250});
+  const double copy = r.latency_s + static_cast<double>(1 << 20) / r.bandwidth_Bps;
+  EXPECT_NEAR(one.step_time_s, promised.op_time_s(two.op(0), 3) + copy + promised.op_time_s(two.op(1), 250),
+              1e-12 * one.step_time_s);
 }
 
 TEST(Simulator, ADeviceWithoutCopyEngineRunsItsCopiesOnItsOwnSlot) {

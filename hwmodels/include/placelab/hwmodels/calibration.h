@@ -204,7 +204,9 @@ class CalibratedCostModel : public CostModel {
                       AnalyticCostModel::Options analytic = {});
   ~CalibratedCostModel() override;
 
-  double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const override;
+  double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const final;
+  // A copy fit and the machine's route are both latency + bytes / bandwidth.
+  bool transfer_is_affine(DeviceId /*src*/, DeviceId /*dst*/) const final { return true; }
   // The calibration's host cost of the op's type, else its median over all ops, else the
   // machine's (CostModel::dispatch_time_s).
   double dispatch_time_s(const Op& op) const override;

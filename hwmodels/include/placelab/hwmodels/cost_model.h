@@ -56,6 +56,11 @@ class CostModel {
   // latency + bytes / bandwidth; 0 when src == dst.
   // The default uses the machine's route; calibrated models may override per device pair.
   virtual double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const;
+  // Whether transfer_time_s(bytes, src, dst) is latency + bytes / bandwidth for every byte count,
+  // so the simulator may tabulate its line without probing it (16.8 million pairs at 4,096
+  // devices). The default promises nothing; a model that promises it must not let a subclass
+  // change transfer_time_s (the models here make it final).
+  virtual bool transfer_is_affine(DeviceId /*src*/, DeviceId /*dst*/) const { return false; }
   // Host seconds an eager framework's thread spends issuing `op` (docs/simulator.md, "Eager
   // execution"): Python, dispatcher, autograd and the launch call. The default is the dispatch_s
   // of the machine's first CPU (kDefaultDispatchS without a CPU); a calibration from a trace
@@ -122,6 +127,11 @@ class AnalyticCostModel : public CostModel {
   // Devices with equal kind, peak_flops, memory_bandwidth_Bps, launch_overhead_s and efficiency
   // profile: the only fields op_time_s reads.
   DeviceId op_time_representative(DeviceId device) const override;
+  // The machine's route, latency + bytes / bandwidth: affine for every pair.
+  double transfer_time_s(int64_t bytes, DeviceId src, DeviceId dst) const final {
+    return CostModel::transfer_time_s(bytes, src, dst);
+  }
+  bool transfer_is_affine(DeviceId /*src*/, DeviceId /*dst*/) const final { return true; }
   const Options& options() const { return options_; }
 
  protected:

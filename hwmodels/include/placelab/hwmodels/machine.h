@@ -134,6 +134,8 @@ struct Machine {
   std::optional<DeviceId> find_device(std::string_view name) const;
   // The route from src to dst (src ≠ dst). Requires finalize() after the last change.
   Route route(DeviceId src, DeviceId dst) const;
+  // Every route at once, for the simulator's pair table (which reads it rather than copying it).
+  const RouteTable& route_table() const { return routes_; }
   // Number of directed link resources (2 × links.size()).
   std::size_t num_link_directions() const { return 2 * links.size(); }
   // "pcie gpu:0->switch:0" for a link direction; for traces and reports.
