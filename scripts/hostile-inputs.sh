@@ -72,6 +72,19 @@ d = open(sys.argv[1], "rb").read()
 assert d.count(b"strides@\x02@\x02") == 1
 sys.stdout.buffer.write(d.replace(b"strides@\x02@\x02", b"strides@\x00@\x00"))' "$repo/tests/data/onnx/tiny_cnn.onnx" > maxpool-stride-0.onnx
 
+# A million Relu nodes in a chain, written as protobuf by hand (no onnx module needed): 26 MB.
+py 'import sys
+def varint(v):
+    b = bytearray()
+    while True:
+        b.append((v & 0x7f) | (0x80 if v > 0x7f else 0))
+        v >>= 7
+        if not v: return bytes(b)
+def field(tag, payload): return bytes([tag]) + varint(len(payload)) + payload
+nodes = b"".join(field(0x0a, field(0x0a, b"t%d" % i) + field(0x12, b"t%d" % (i + 1)) + field(0x22, b"Relu"))
+                 for i in range(1000000))
+sys.stdout.buffer.write(b"\x08\x08" + field(0x3a, nodes) + field(0x42, b"\x10\x0d"))' > million-nodes.onnx
+
 "$P" machines k80x4 --yaml > k80x4.yaml
 sed '0,/peak_flops: 280 GFLOP\/s/s//peak_flops: 1e-320/' k80x4.yaml > flops-1e-320.yaml
 sed '0,/bandwidth_Bps: 19.9 GB\/s/s//bandwidth_Bps: 1e-320/' k80x4.yaml > bandwidth-1e-320.yaml
@@ -137,6 +150,7 @@ try "Kineto trace" "gzip of $(($(stat -c %s bomb.pt.trace.json.gz) / 1024)) KB i
 # --- ONNX -------------------------------------------------------------------------------------
 try "ONNX" "AveragePool with \`strides: [0, 0]\`" 2 "averagepool-stride-0.onnx.*strides" "$P" import averagepool-stride-0.onnx --batch 2 -o a.json
 try "ONNX" "MaxPool with \`strides: [0, 0]\`" 2 "maxpool-stride-0.onnx.*strides" "$P" import maxpool-stride-0.onnx --batch 2 -o m.json
+try "ONNX" "a chain of 1,000,000 nodes (26 MB)" 2 "million-nodes.onnx: 1000000 nodes: at most 500000" "$P" import million-nodes.onnx -o big.json
 # --- machine files ----------------------------------------------------------------------------
 try "machine YAML" "\`peak_flops: 1e-320\`" 2 "flops-1e-320.yaml:[0-9]+" \
   "$P" simulate --model cifar10_cnn --machine flops-1e-320.yaml --placement single_gpu

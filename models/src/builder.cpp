@@ -367,8 +367,8 @@ struct TrainingGraphBuilder::Impl {
   void check_size() const {
     if (nodes.size() >= detail::kMaxModelOps)
       throw InputError("more than " + std::to_string(detail::kMaxModelOps) +
-                       " ops, the most a zoo model is built with (fewer layers, a shorter sequence or a smaller "
-                       "vocabulary)");
+                       " ops, the most a training graph is built with (fewer layers, a shorter sequence or a "
+                       "smaller vocabulary)");
   }
 
   Value variable(std::string_view name, Shape shape, bool trainable) {

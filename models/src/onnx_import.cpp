@@ -20,6 +20,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "generators.h"
 
 namespace placelab::models {
 namespace {
@@ -35,6 +36,8 @@ int channels_last_position(int a, int r) { return a == 0 ? 0 : a == 1 ? r - 1 : 
 // The bound on a window attribute or a pad amount: dimensions grown by it, and their element
 // counts, stay in int64 (ONNX 1.12's inference adds them unchecked).
 constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
+// The most nodes an imported graph may have: half the ops a training graph is built with.
+constexpr std::size_t kMaxOnnxNodes = detail::kMaxModelOps / 2;
 
 Shape to_channels_last(const Shape& s) {
   if (s.size() < 3) return s;
@@ -473,6 +476,14 @@ class Importer {
   OpGraph run() {
     if (!model_.has_graph() || model_.graph().node_size() == 0)
       fail("no graph with nodes: not an ONNX model, or an empty one");
+    // Refused before any work: a node on the data path becomes at least two ops (its forward op
+    // and its gradient), and the builder stops at detail::kMaxModelOps; a million-node file took
+    // 30 s and 2.2 GB to find that out.
+    if (static_cast<std::size_t>(model_.graph().node_size()) > kMaxOnnxNodes)
+      fail(std::to_string(model_.graph().node_size()) + " nodes: at most " + std::to_string(kMaxOnnxNodes) +
+           " (a node on the data path becomes at least two training ops, its own and its gradient, and a "
+           "training graph holds at most " +
+           std::to_string(detail::kMaxModelOps) + " ops)");
     read_header();
     check_known_ops();
     apply_dimension_overrides();
