@@ -20,6 +20,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/keys.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/hwmodels/machine_io.h"
 
 namespace placelab {
@@ -337,11 +338,16 @@ class Reader {
     return key.Scalar();
   }
 
-  // Rejects keys other than `allowed` (typos would otherwise be silently ignored).
+  // Rejects keys other than `allowed` (typos would otherwise be silently ignored) and a key given
+  // twice (yaml-cpp keeps both; the second was read and the first ignored).
   void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<std::string_view> allowed) const {
     if (!map.IsMap()) fail(map, field, "must be a mapping");
+    std::vector<std::string> seen;
     for (const auto& kv : map) {
       std::string key = this->key(kv.first, field);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        fail_at(kv.first.Mark(), field.empty() ? key : field + "." + key, "duplicate key");
+      seen.push_back(key);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
@@ -365,10 +371,10 @@ class Reader {
     if (!node.IsScalar()) fail(node, field, "must be a number");
     const std::string& s = node.Scalar();
     if (s == ".inf" || s == "inf") return std::numeric_limits<double>::infinity();
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || std::isnan(v)) fail(node, field, "must be a number");
-    return v;
+    // Decimal only, as the writer writes it (strtod also read hex floats, "0x1p3", and spaces).
+    const std::optional<double> v = parse_number<double>(s);
+    if (!v || std::isnan(*v)) fail(node, field, "must be a number");
+    return *v;
   }
 
   double positive(const YAML::Node& node, const std::string& field) const {
@@ -381,11 +387,12 @@ class Reader {
     if (!(v >= 0) || !std::isfinite(v)) fail(node, field, "must be >= 0 and finite");
     return v;
   }
+  // Decimal digits only: "1.0", "1e0" and "0x10" are no core numbers.
   int integer(const YAML::Node& node, const std::string& field, int lo, int hi) const {
-    double v = number(node, field);
-    if (v != std::floor(v) || v < lo || v > hi)
+    const std::optional<int64_t> v = node.IsScalar() ? parse_number<int64_t>(node.Scalar()) : std::nullopt;
+    if (!v || *v < lo || *v > hi)
       fail(node, field, "must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
-    return static_cast<int>(v);
+    return static_cast<int>(*v);
   }
 
   static std::string join(const std::string& parent, const char* key) {
@@ -460,7 +467,8 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
       auto cls = kernel_class_from_name(key);
       if (!cls || *cls == KernelClass::kNoop)
         r.fail_at(kv.first.Mark(), field + ".fits." + key, "not a kernel class (gemm, conv2d, elementwise, …)");
-      d.fits[*cls] = read_fit(r, kv.second, field + ".fits." + key);
+      if (!d.fits.emplace(*cls, read_fit(r, kv.second, field + ".fits." + key)).second)
+        r.fail_at(kv.first.Mark(), field + ".fits." + key, "duplicate kernel class");
     }
   }
   if (YAML::Node families = node["family_fits"]) {
@@ -473,7 +481,7 @@ DeviceCalibration read_device(const Reader& r, const YAML::Node& node, const std
           R"((conv2d|conv2d_backprop_input|conv2d_backprop_filter)\{r=[0-9]{1,6},s=[0-9]{1,6},stride=[0-9]{1,6}\}|elementwise\{inputs=[0-9]{1,6}\})");
       if (!std::regex_match(key, kFamily))
         r.fail_at(kv.first.Mark(), f, "not a shape family (e.g. conv2d{r=3,s=3,stride=1}, elementwise{inputs=2})");
-      d.family_fits[key] = read_fit(r, kv.second, f);
+      if (!d.family_fits.emplace(key, read_fit(r, kv.second, f)).second) r.fail_at(kv.first.Mark(), f, "duplicate family");
     }
   }
   return d;

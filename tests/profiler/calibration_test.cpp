@@ -219,6 +219,26 @@ TEST(CalibrationYaml, ListsAndMapsAsKeysAreInputErrors) {
   }
 }
 
+// Found by the option audit: a key or a kernel class given twice was read twice, the last one
+// kept; core numbers were read as numbers ("1.5" failed, "1e0" and "0x1p0" passed), and every
+// number as strtod reads it (hex floats, leading spaces).
+TEST(CalibrationYaml, DuplicatesAndNumbersOfAnotherFormAreRefused) {
+  const std::string device = "calibration:\n  backend: cpu\n  devices:\n    - device: cpu:0\n";
+  const std::string fit = "{segments: [{a_s: 0, s_per_flop: 1e-11, s_per_byte: 0}]}";
+  EXPECT_EQ(error_of(device + "      probe_s: 1\n      probe_s: 2\n"),
+            "cal.yaml:6: calibration.devices[0].probe_s: duplicate key");
+  EXPECT_EQ(error_of(device + "      fits:\n        gemm: " + fit + "\n        gemm: " + fit + "\n"),
+            "cal.yaml:7: calibration.devices[0].fits.gemm: duplicate kernel class");
+  EXPECT_EQ(error_of(device + "      fits:\n        gemm: " + fit + "\n        \"gemm\": " + fit + "\n"),
+            "cal.yaml:7: calibration.devices[0].fits.gemm: duplicate kernel class");
+  for (const char* core : {"1.5", "1e0", "0x1p0", "01x", "\" 1\"", "-1"})
+    EXPECT_EQ(error_of(device + "      cores: [" + core + "]\n"),
+              "cal.yaml:5: calibration.devices[0].cores[0] = " + std::string(core[0] == '"' ? " 1" : core) +
+                  ": must be an integer in 0..1048576")
+        << core;
+  EXPECT_EQ(error_of(device + "      probe_s: 0x1p-3\n"), "cal.yaml:5: calibration.devices[0].probe_s = 0x1p-3: must be a number");
+}
+
 TEST(CalibratedMachineFile, WritesAtomicallyAndLoadsMachineAndCalibration) {
   Machine m = two_cpus();
   Calibration c = sample_calibration();
