@@ -472,7 +472,7 @@ Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEt
 
 void MSctOptions::validate() const {
   if (!(favorite_threshold >= 0.0 && favorite_threshold < 1.0))
-    throw InputError("m_sct.favorite_threshold = " + std::to_string(favorite_threshold) + ": must be in [0, 1)");
+    throw InputError("m_sct.favorite_threshold = " + format_exact(favorite_threshold) + ": must be in [0, 1)");
 }
 
 namespace {
@@ -717,6 +717,18 @@ BaselineEntry detail::m_etf_baseline_entry() {
           }};
 }
 
+namespace {
+// `m_sct:<threshold>`'s options, validated.
+MSctOptions m_sct_argument(const std::string& argument) {
+  MSctOptions options;
+  const std::optional<double> threshold = parse_number<double>(argument);
+  if (!threshold) throw InputError("m_sct.favorite_threshold = " + excerpt(argument) + ": must be a number");
+  options.favorite_threshold = *threshold;
+  options.validate();
+  return options;
+}
+}  // namespace
+
 BaselineEntry detail::m_sct_baseline_entry() {
   return {.name = "m_sct",
           .aliases = {},
@@ -724,14 +736,10 @@ BaselineEntry detail::m_sct_baseline_entry() {
                      "`m_sct:<threshold>` rounds the LP there (default 0.5)",
           .paper = "Jeon et al., Baechi, SoCC 2020 §3 (m-SCT); Hanen & Munier 1995 (SCT)",
           .argument = "<threshold>",
+          .canonical_argument =
+              [](const std::string& argument) { return format_exact(m_sct_argument(argument).favorite_threshold); },
           .place = [](const BaselineContext& c, const std::optional<std::string>& argument) {
-            MSctOptions options;
-            if (argument) {
-              const std::optional<double> threshold = parse_number<double>(*argument);
-              if (!threshold) throw InputError("m_sct.favorite_threshold = " + *argument + ": must be a number");
-              options.favorite_threshold = *threshold;
-            }
-            return m_sct_placement(c.graph, c.cost, options);
+            return m_sct_placement(c.graph, c.cost, argument ? m_sct_argument(*argument) : MSctOptions{});
           }};
 }
 

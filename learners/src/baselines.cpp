@@ -643,6 +643,7 @@ BaselineEntry detail::random_baseline_entry() {
                      "`random:<seed>` with its own",
           .paper = "none; a sanity reference",
           .argument = "<seed>",
+          .canonical_argument = [](const std::string& argument) { return std::to_string(parse_seed(argument)); },
           .place = [](const BaselineContext& c, const std::optional<std::string>& argument) {
             return random_placement(c.graph, c.machine, argument ? parse_seed(*argument) : c.seed);
           }};

@@ -723,6 +723,18 @@ ExactResult solve_exact(const OpGraph& graph, const CostModel& cost, const Group
 
 // ---- Registry entry ----------------------------------------------------------------------------
 
+namespace {
+// `exact:<seconds>`'s options, validated.
+ExactOptions exact_argument(const std::string& argument) {
+  ExactOptions options;
+  const std::optional<double> seconds = parse_number<double>(argument);
+  if (!seconds) throw InputError("exact.time_limit_s = " + excerpt(argument) + ": must be a number of seconds");
+  options.time_limit_s = *seconds;
+  options.validate();
+  return options;
+}
+}  // namespace
+
 BaselineEntry detail::exact_baseline_entry() {
   return {.name = "exact",
           .aliases = {},
@@ -730,13 +742,10 @@ BaselineEntry detail::exact_baseline_entry() {
                      "(default 60 s), with a lower bound for every group placement; at most 64 groups",
           .paper = "Hafeez et al., Pesto, Middleware 2021 (the formulation); COIN-OR CBC",
           .argument = "<seconds>",
+          .canonical_argument =
+              [](const std::string& argument) { return format_exact(exact_argument(argument).time_limit_s); },
           .place = [](const BaselineContext& c, const std::optional<std::string>& argument) {
-            ExactOptions options;
-            if (argument) {
-              const std::optional<double> seconds = parse_number<double>(*argument);
-              if (!seconds) throw InputError("exact.time_limit_s = " + *argument + ": must be a number of seconds");
-              options.time_limit_s = *seconds;
-            }
+            ExactOptions options = argument ? exact_argument(*argument) : ExactOptions{};
             options.seed = static_cast<int>(c.seed % 1000000);
             // Without a scenario's grouping (--placement exact on the command line): layer scopes.
             const Grouping fallback = c.grouping ? Grouping{} : group_by_model_units(c.graph, false);

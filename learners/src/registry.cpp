@@ -1,10 +1,13 @@
 #include "placelab/learners/registry.h"
 
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "option_table.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 #include "registry_entries.h"
 
 namespace placelab {
@@ -57,6 +60,8 @@ void check_names_unique() {
     for (const BaselineEntry& e : baseline_list()) {
       add(e.name);
       for (const auto& a : e.aliases) add(a);
+      PLACELAB_CHECK(e.argument.empty() != static_cast<bool>(e.canonical_argument))
+          << "baseline " << e.name << ": an argument needs its canonical_argument rule, and only one";
     }
     return true;
   }();
@@ -145,18 +150,34 @@ std::string placement_rules_help() {
   return out + "<placement.json>";
 }
 
-Placement place_baseline(std::string_view spec, const BaselineContext& context) {
+namespace {
+
+// The entry `spec` names and its canonical argument (nullopt: none given).
+std::pair<const BaselineEntry*, std::optional<std::string>> resolve_baseline(std::string_view spec,
+                                                                             std::string_view field) {
   const std::size_t colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
-  const BaselineEntry* entry = find_baseline(name);
-  if (!entry)
-    throw InputError("placement = " + std::string(spec) + ": unknown baseline; expected one of " + baseline_names());
-  std::optional<std::string> argument;
-  if (colon != std::string_view::npos) {
-    if (entry->argument.empty())
-      throw InputError("placement = " + std::string(spec) + ": " + entry->name + " takes no argument");
-    argument = std::string(spec.substr(colon + 1));
+  const BaselineEntry* entry = find_baseline(spec.substr(0, colon));
+  std::string where(field);
+  where += " = " + excerpt(spec) + ": ";
+  if (!entry) throw InputError(where + "unknown baseline; expected one of " + baseline_names());
+  if (colon == std::string_view::npos) return {entry, std::nullopt};
+  if (entry->argument.empty()) throw InputError(where + entry->name + " takes no argument");
+  try {
+    return {entry, entry->canonical_argument(std::string(spec.substr(colon + 1)))};
+  } catch (const InputError& e) {
+    throw InputError(where + e.what());
   }
+}
+
+}  // namespace
+
+std::string canonical_baseline(std::string_view spec, std::string_view field) {
+  const auto [entry, argument] = resolve_baseline(spec, field);
+  return argument ? entry->name + ":" + *argument : entry->name;
+}
+
+Placement place_baseline(std::string_view spec, const BaselineContext& context) {
+  const auto [entry, argument] = resolve_baseline(spec, "placement");
   return entry->place(context, argument);
 }
 

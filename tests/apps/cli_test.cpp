@@ -687,6 +687,12 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
       {"name: x\nmodel: resnet50\nbaselines: [single_gpu, fastest]\n", "fastest: unknown baseline"},
       {"name: x\nmodel: resnet50\nbaselines: [heft:3]\n", "baselines[] = heft:3: heft takes no argument"},
       {"name: x\nmodel: resnet50\nbaselines: [random:3, random:3]\n", "baselines[] = random:3: listed twice"},
+      // A baseline's argument is checked by its own rule before the run and compared in its form.
+      {"name: x\nmodel: resnet50\nbaselines: [random:3, random:03]\n", "baselines[] = random:03: listed twice"},
+      {"name: x\nmodel: resnet50\nbaselines: [exact:30, exact:30.0]\n", "baselines[] = exact:30.0: listed twice"},
+      {"name: x\nmodel: resnet50\nbaselines: [random:x]\n", "baselines[] = random:x: random.seed = x: must be a non-negative integer"},
+      {"name: x\nmodel: resnet50\nbaselines: [exact:1e9]\n", "baselines[] = exact:1e9: exact.time_limit_s = 1000000000: must be in (0, 86400] seconds"},
+      {"name: x\nmodel: resnet50\nbaselines: [m_sct:2]\n", "baselines[] = m_sct:2: m_sct.favorite_threshold = 2"},
       {"name: x\nmodel: resnet50\nsamples: -1\nbaselines: [single_gpu]\n", "samples = -1"},
       {"name: x\nbaselines: [single_gpu]\n", "needs `model"},
       {"name: [x\n", "YAML syntax error"},

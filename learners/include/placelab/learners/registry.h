@@ -150,6 +150,10 @@ struct BaselineEntry {
   std::string summary;               // one line
   std::string paper;
   std::string argument;              // "" (takes none) or how to write it, e.g. "<seed>" for `random:<seed>`
+  // For a baseline that takes an argument: the argument read by the baseline's rule and written
+  // back in one form ("07" -> "7", "30.0" -> "30"), or InputError naming the rule. Scenarios check
+  // their baselines with it before a run and compare them by it (canonical_baseline).
+  std::function<std::string(const std::string& argument)> canonical_argument;
   // The op placement. `argument` is the text after "name:", absent when none was given; never
   // present when `argument` above is "". Throws InputError for a bad argument or a machine the
   // baseline cannot use.
@@ -165,8 +169,12 @@ std::string baseline_names();
 // "single_gpu | single_cpu | ... | random:<seed> | ... | <placement.json>": what --placement takes.
 std::string placement_rules_help();
 
-// Places by `spec`, "name" or "name:argument". Throws InputError for an unknown name (listing the
-// names), an argument the baseline does not take or cannot parse, or what the baseline throws.
+// `spec`, "name" or "name:argument", with the entry's canonical name and argument
+// ("random:07" -> "random:7"). Throws InputError ("<field> = <spec>: ...") for an unknown name
+// (listing the names), an argument the baseline does not take, or one its rule refuses.
+std::string canonical_baseline(std::string_view spec, std::string_view field = "placement");
+// Places by `spec` (canonical_baseline's rules). Throws InputError for what canonical_baseline
+// refuses, or what the baseline throws.
 Placement place_baseline(std::string_view spec, const BaselineContext& context);
 
 }  // namespace placelab
