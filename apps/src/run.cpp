@@ -418,7 +418,9 @@ std::optional<json> ScenarioRunner::learner_record(const LearnerSpec& ls, uint64
   const fs::path checkpoint_path = out_ / "runs" / (tag + "." + fingerprint + ".checkpoint.json");
   for (const auto& e : fs::directory_iterator(out_ / "runs")) {
     const std::string file = e.path().filename().string();
-    if (file.starts_with(tag + ".") && file.ends_with(".checkpoint.json") && e.path() != checkpoint_path) {
+    const bool ours = e.path() == checkpoint_path || e.path() == checkpoint_curve_path(checkpoint_path);
+    if (file.starts_with(tag + ".") && (file.ends_with(".checkpoint.json") || file.ends_with(".checkpoint.curve.jsonl")) &&
+        !ours) {
       fmt::print(stderr, "{}: a checkpoint of another scenario, or of this one before an edit: removed\n",
                  e.path().string());
       fs::remove(e.path());
@@ -502,6 +504,7 @@ std::optional<json> ScenarioRunner::train_seed(const LearnerSpec& ls, uint64_t s
   json r = run_record(t, seed, fingerprint, trained.num_groups());
   write_file_atomically(run_file, r.dump());
   fs::remove(checkpoint_path);
+  fs::remove(checkpoint_curve_path(checkpoint_path));
   return r;
 }
 

@@ -744,4 +744,41 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
   }
 }
 
+void append_file_durably(const std::filesystem::path& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string what = "cannot append to " + path.string() + ": " +
+                             (err == ELOOP ? std::string("it is a symbolic link; placelab does not write through links")
+                                           : std::generic_category().message(err));
+    if (err == ELOOP || err == ENOENT || err == ENOTDIR || err == EACCES || err == EROFS || err == EISDIR ||
+        err == ENXIO)
+      throw InputError(what);
+    throw Error(what);
+  }
+  auto fail = [&](const std::string& why, bool user) {
+    ::close(fd);
+    const std::string what = "cannot append to " + path.string() + ": " + why;
+    if (user) throw InputError(what);
+    throw Error(what);
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(std::generic_category().message(errno), false);
+  if (!S_ISREG(st.st_mode)) fail("it is not a regular file (a device, FIFO or socket); placelab writes files only", true);
+  const char* data = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      fail(std::generic_category().message(err), err == ENOSPC || err == EDQUOT);
+    }
+    data += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fdatasync(fd) != 0) fail(std::generic_category().message(errno), false);
+  if (::close(fd) != 0) throw Error("cannot append to " + path.string() + ": " + std::generic_category().message(errno));
+}
+
 }  // namespace placelab

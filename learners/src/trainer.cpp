@@ -26,6 +26,11 @@ void TrainerOptions::validate() const {
     throw InputError("trainer.checkpoint_path = \"\": must be set when checkpoint_every > 0 or resume is on");
 }
 
+std::filesystem::path checkpoint_curve_path(const std::filesystem::path& checkpoint_path) {
+  std::filesystem::path p = checkpoint_path;
+  return p.replace_extension(".curve.jsonl");
+}
+
 std::string_view status_name(TrainSummary::Status status) {
   switch (status) {
     case TrainSummary::Status::kFinished: return "finished";
@@ -56,7 +61,7 @@ double from_double_or_null(const nlohmann::json& j) {
 std::string save_checkpoint(const Learner& learner, const Grouping& grouping, const TrainerOptions& options,
                             const TrainSummary& s) {
   nlohmann::json j;
-  j["format"] = "placelab-checkpoint-1";
+  j["format"] = "placelab-checkpoint-2";
   j["run"] = run_identity(learner, grouping, options);
   j["learner_state"] = nlohmann::json::parse(learner.save_state());
   j["samples"] = s.samples;
@@ -64,10 +69,7 @@ std::string save_checkpoint(const Learner& learner, const Grouping& grouping, co
   j["best_sample"] = s.best_sample;
   j["best_group_placement"] = s.best_group_placement;
   j["best_learned_grouping"] = s.best_learned_grouping;
-  nlohmann::json curve = nlohmann::json::array();
-  for (const CurvePoint& c : s.curve)
-    curve.push_back({c.sample, detail::bits(c.step_time_s), c.oom, double_or_null(c.best_s), c.groups});
-  j["curve"] = std::move(curve);
+  j["curve_points"] = s.curve.size();  // the first lines of checkpoint_curve_path
   nlohmann::json ver = nlohmann::json::array();
   for (const VerifyRecord& v : s.verifications)
     ver.push_back({v.sample, detail::bits(v.predicted_s), detail::bits(v.measured_s), v.measured_oom, v.source,
@@ -76,12 +78,50 @@ std::string save_checkpoint(const Learner& learner, const Grouping& grouping, co
   return j.dump();
 }
 
+// Curve points [begin, end) as checkpoint_curve_path's lines.
+std::string curve_lines(const TrainSummary& s, std::size_t begin) {
+  std::string out;
+  for (std::size_t i = begin; i < s.curve.size(); ++i) {
+    const CurvePoint& c = s.curve[i];
+    out += nlohmann::json::array({c.sample, detail::bits(c.step_time_s), c.oom, double_or_null(c.best_s), c.groups}).dump();
+    out += '\n';
+  }
+  return out;
+}
+
+CurvePoint curve_point(const nlohmann::json& c) {
+  return {c.at(0).get<int64_t>(), detail::unbits(c.at(1)), c.at(2).get<bool>(), from_double_or_null(c.at(3)),
+          c.size() > 4 ? c.at(4).get<uint32_t>() : 0u};
+}
+
+// The first `points` lines of the curve file (lines after them are from a checkpoint that was
+// being written when the process ended, and are ignored).
+void load_curve(const std::filesystem::path& path, int64_t points, TrainSummary& s) {
+  const std::string text = read_text_file(path);
+  std::size_t at = 0;
+  for (int64_t i = 0; i < points; ++i) {
+    const std::size_t end = text.find('\n', at);
+    if (end == std::string::npos)
+      throw InputError(path.string() + ": " + std::to_string(i) + " complete lines: the checkpoint counts " +
+                       std::to_string(points));
+    const std::string origin = path.string() + ":" + std::to_string(i + 1);
+    try {
+      s.curve.push_back(curve_point(detail::parse_state(text.substr(at, end - at), origin.c_str())));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(origin + ": " + e.what());
+    }
+    at = end + 1;
+  }
+}
+
 void load_checkpoint(const std::string& text, const std::string& origin, Learner& learner, const Grouping& grouping,
                      const TrainerOptions& options, TrainSummary& s) {
   const nlohmann::json j = detail::parse_state(text, origin.c_str());
   try {
-    if (j.at("format") != "placelab-checkpoint-1")
-      throw InputError(origin + ": format = " + j.at("format").dump() + ": must be \"placelab-checkpoint-1\"");
+    // Format 1 held the curve itself; 2 counts the lines of checkpoint_curve_path.
+    const nlohmann::json& format = j.at("format");
+    if (format != "placelab-checkpoint-1" && format != "placelab-checkpoint-2")
+      throw InputError(origin + ": format = " + format.dump() + ": must be \"placelab-checkpoint-2\" (or -1)");
     if (j.at("run") != run_identity(learner, grouping, options))
       throw InputError(origin + ": run = " + j.at("run").dump() +
                        ": must match this run (learner, graph size, groups, devices, sample budget)");
@@ -94,9 +134,11 @@ void load_checkpoint(const std::string& text, const std::string& origin, Learner
     // Checkpoints written before learned groupings have neither the grouping nor the curve's groups.
     s.best_learned_grouping = j.value("best_learned_grouping", std::vector<uint32_t>{});
     s.curve.clear();
-    for (const auto& c : j.at("curve"))
-      s.curve.push_back({c.at(0).get<int64_t>(), detail::unbits(c.at(1)), c.at(2).get<bool>(), from_double_or_null(c.at(3)),
-                         c.size() > 4 ? c.at(4).get<uint32_t>() : 0u});
+    if (format == "placelab-checkpoint-1") {
+      for (const auto& c : j.at("curve")) s.curve.push_back(curve_point(c));
+    } else {
+      load_curve(checkpoint_curve_path(options.checkpoint_path), j.at("curve_points").get<int64_t>(), s);
+    }
     s.verifications.clear();
     for (const auto& v : j.at("verifications")) {
       // Older checkpoints have no in-situ prediction; 0 is none.
@@ -136,7 +178,19 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
     s.resumed_from = s.samples;
   }
 
+  // The curve file's lines known to be this run's: none until the first checkpoint of this call
+  // writes them all (dropping lines a stopped process appended after its last checkpoint); later
+  // checkpoints append only the new points, so a checkpoint costs the learner's state, not the
+  // curve's length.
+  std::optional<std::size_t> curve_on_disk;
+  const std::filesystem::path curve_path =
+      options.checkpoint_every > 0 ? checkpoint_curve_path(options.checkpoint_path) : std::filesystem::path();
   auto checkpoint = [&] {
+    if (curve_on_disk)
+      append_file_durably(curve_path, curve_lines(s, *curve_on_disk));
+    else
+      write_file_atomically(curve_path, curve_lines(s, 0));
+    curve_on_disk = s.curve.size();
     write_file_atomically(options.checkpoint_path, save_checkpoint(learner, grouping, options, s));
     if (observer) observer->on_checkpoint(s.samples, options.checkpoint_path);
   };

@@ -820,6 +820,30 @@ TEST(WriteFileAtomically, RefusesTargetsThatAreNotRegularFilesAndReplacesLinksNo
   EXPECT_EQ(slurp(dir.path / "link.json"), "new");
 }
 
+// Appends create or extend a regular file only: never through a link, never into a FIFO (which
+// would block without a reader) or a device.
+TEST(AppendFileDurably, AppendsToRegularFilesOnlyAndNeverThroughALink) {
+  TempDir dir;
+  const fs::path log = dir.path / "curve.jsonl";
+  append_file_durably(log, "a\n");
+  append_file_durably(log, "b\n");
+  EXPECT_EQ(slurp(log), "a\nb\n");
+  const fs::path fifo = dir.path / "fifo.jsonl";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(append_file_durably(fifo, "x"), InputError);
+  const fs::path elsewhere = dir.path / "elsewhere.txt";
+  std::ofstream(elsewhere) << "keep";
+  fs::create_symlink(elsewhere, dir.path / "link.jsonl");
+  try {
+    append_file_durably(dir.path / "link.jsonl", "x");
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(elsewhere), "keep");
+  EXPECT_THROW(append_file_durably(dir.path / "missing" / "x.jsonl", "x"), InputError);
+}
+
 TEST(WriteFileAtomically, WritesAndReplacesWithoutLeavingTemporaryFiles) {
   TempDir dir;
   fs::path target = dir.path / "out.json";

@@ -1,5 +1,6 @@
 #include "placelab/learners/trainer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/io.h"
 #include "placelab/learners/algorithms.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/sim/sim_environment.h"
@@ -34,10 +36,14 @@ class StopAfter : public TrainerObserver {
   explicit StopAfter(int64_t stop_at, std::filesystem::path killed_copy = {})
       : stop_at_(stop_at), killed_copy_(std::move(killed_copy)) {}
   void on_batch(const TrainerProgress& p) override { samples_ = p.samples; ++batches; }
+  // The killed copy: the last checkpoint before stop_at, and the curve file as it is at the end
+  // (its lines after that checkpoint's count are ignored on resume, as after a real kill).
   void on_checkpoint(int64_t samples, const std::filesystem::path& path) override {
     ++checkpoints;
-    if (!killed_copy_.empty() && samples < stop_at_)
-      std::filesystem::copy_file(path, killed_copy_, std::filesystem::copy_options::overwrite_existing);
+    if (killed_copy_.empty()) return;
+    const auto overwrite = std::filesystem::copy_options::overwrite_existing;
+    if (samples < stop_at_) std::filesystem::copy_file(path, killed_copy_, overwrite);
+    std::filesystem::copy_file(checkpoint_curve_path(path), checkpoint_curve_path(killed_copy_), overwrite);
   }
   void on_verify(const VerifyRecord&) override { ++verifies; }
   bool stop_requested() override { return samples_ >= stop_at_; }
@@ -65,6 +71,33 @@ void expect_same_result(const TrainSummary& a, const TrainSummary& b) {
     EXPECT_EQ(a.verifications[i].measured_s, b.verifications[i].measured_s);
     EXPECT_EQ(a.verifications[i].in_situ_predicted_s, b.verifications[i].in_situ_predicted_s);
   }
+}
+
+// A checkpoint holds the learner's state and counts the curve's lines; the curve file only grows
+// by the new points, so checkpointing every batch costs no more per checkpoint at the end of a
+// run than at its start (it rewrote the whole curve: quadratic in the samples).
+TEST(Trainer, CheckpointsAppendTheCurveInsteadOfRewritingIt) {
+  const std::size_t G = 8, D = 3;
+  const auto costs = testing::random_costs(G, D, 78);
+  const Grouping grouping = testing::identity_grouping(G);
+  PostLearner post(SearchSpace{G, testing::device_range(D)}, PostOptions{}, 5);
+  AdditiveEnv env(costs);
+  TrainerOptions o;
+  o.sample_budget = 1200;
+  o.batch_size = 12;
+  o.checkpoint_every = 1;
+  o.checkpoint_path = temp_path("every_batch.checkpoint.json");
+  struct Sizes : TrainerObserver {
+    std::vector<std::uintmax_t> bytes;
+    void on_checkpoint(int64_t, const std::filesystem::path& path) override { bytes.push_back(std::filesystem::file_size(path)); }
+  } sizes;
+  const TrainSummary s = train(post, grouping, env, o, nullptr, &sizes);
+  ASSERT_EQ(sizes.bytes.size(), 100u);
+  EXPECT_LT(sizes.bytes.back(), sizes.bytes.front() + 200) << "the checkpoint grows with the curve";
+  const std::string curve = read_text_file(checkpoint_curve_path(o.checkpoint_path));
+  EXPECT_EQ(std::count(curve.begin(), curve.end(), '\n'), 1200);
+  EXPECT_EQ(checkpoint_curve_path(o.checkpoint_path).filename(), "every_batch.checkpoint.curve.jsonl");
+  EXPECT_EQ(s.curve.size(), 1200u);
 }
 
 TEST(Trainer, ResumedRunEndsExactlyLikeAnUninterruptedOne) {

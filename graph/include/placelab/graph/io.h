@@ -97,4 +97,10 @@ std::string read_text_file(const std::filesystem::path& path, int64_t max_bytes 
 // mend (a missing or unwritable folder, a directory's name).
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
+// Appends `text` to the regular file `path` (created when missing) and flushes it to disk before
+// returning, for logs that a checkpoint then counts (a checkpoint that rewrote its whole curve
+// each time was quadratic in the samples). Never follows a link and never writes to a device,
+// FIFO or socket: InputError naming the path; Error for the system's failures.
+void append_file_durably(const std::filesystem::path& path, std::string_view text);
+
 }  // namespace placelab

@@ -105,4 +105,9 @@ std::string_view status_name(TrainSummary::Status status);  // "finished", "stop
 TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env, const TrainerOptions& options,
                    Environment* verify = nullptr, TrainerObserver* observer = nullptr);
 
+// Where a checkpoint's learning curve lives: beside it, one JSON line per sample, appended at each
+// checkpoint ("x.checkpoint.json" -> "x.checkpoint.curve.jsonl"); the checkpoint counts the lines
+// that belong to it. Rewriting the whole curve each time made `checkpoint_every: 1` quadratic.
+std::filesystem::path checkpoint_curve_path(const std::filesystem::path& checkpoint_path);
+
 }  // namespace placelab
