@@ -39,9 +39,11 @@ void GcnPolicy<T>::forward(const Matrix& inputs, Index batch, DecodeMode mode, s
   const Index N = inputs.cols(), H = options_.hidden;
   X_ = inputs;
   Z1_.resize(H, N);
+  this->check_stop();
   conv1_.forward(X_, adjacency_, net_batch_, Z1_);
   H1_ = Z1_.cwiseMax(T(0));
   Z2_.resize(H, N);
+  this->check_stop();
   conv2_.forward(H1_, adjacency_, net_batch_, Z2_);
   H2_ = Z2_.cwiseMax(T(0));
   logits_.resize(D, N);
@@ -77,10 +79,13 @@ void GcnPolicy<T>::backward(const Matrix& dlogits) {
   dlogits_net_.resize(D, dshaped_net_.cols());
   nn::shape_logits_backward<T>(shaped_net_, dshaped_net_, static_cast<T>(options_.temperature),
                                static_cast<T>(options_.tanh_constant), dlogits_net_);
+  this->check_stop();
   head_.backward(H2_, dlogits_net_, &dH2_);
   dH2_ = (Z2_.array() > T(0)).select(dH2_, T(0));
+  this->check_stop();
   conv2_.backward(H1_, adjacency_, net_batch_, dH2_, &dH1_);
   dH1_ = (Z1_.array() > T(0)).select(dH1_, T(0));
+  this->check_stop();
   conv1_.backward(X_, adjacency_, net_batch_, dH1_, nullptr);
 }
 

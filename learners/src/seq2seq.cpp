@@ -149,7 +149,10 @@ void Seq2SeqPolicy<T>::forward(const Matrix& inputs, Index batch, DecodeMode mod
   table_.resize(4 * H, D + 1);
   table_.noalias() = cell0.Wx.value.leftCols(H) * device_embedding_.E.value;
   table_.colwise() += cell0.b.value.col(0);
-  for (Index s = 0; s < S; ++s) decode_step(s, mode, choices, noise, noise_std, rng);
+  for (Index s = 0; s < S; ++s) {
+    this->check_stop();
+    decode_step(s, mode, choices, noise, noise_std, rng);
+  }
 }
 
 template <typename T>
@@ -216,6 +219,7 @@ void Seq2SeqPolicy<T>::backward(const Matrix& dlogits) {
   dtable_.setZero(4 * H, D + 1);
   dh_.resize(H, B);
   for (Index s = S - 1; s >= 0; --s) {
+    this->check_stop();
     for (std::size_t l = top + 1; l-- > 0;) {
       dh_ = dh_carry_[l];
       if (l == top) dh_ += dhead_in_.topRows(H).middleCols(s * B, B);

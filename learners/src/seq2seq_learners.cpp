@@ -216,6 +216,11 @@ std::vector<Placement> Seq2SeqLearner::propose(std::size_t max_count) {
   return out;
 }
 
+void Seq2SeqLearner::set_stop_check(std::function<bool()> check) {
+  stop_check_ = std::move(check);
+  policy_->set_stop_check(&stop_check_);
+}
+
 void Seq2SeqLearner::observe(std::span<const Placement> group_placements, std::span<const Measurement> measurements) {
   PLACELAB_CHECK(group_placements.size() == measurements.size()) << "placements and measurements differ in number";
   PLACELAB_CHECK(observed_ + group_placements.size() == handed_out_) << "observe what the last propose returned";
@@ -467,6 +472,7 @@ void SpotlightLearner::update() {
   nn::Matrix<float> dlogits;
   objectives_.clear();
   for (int step = 0; step < options_.sga_steps; ++step) {
+    check_stop();
     forward_batch();
     objectives_.push_back(objective(old_probs, advantage, &dlogits));
     params_.zero_grad();

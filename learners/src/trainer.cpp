@@ -195,12 +195,34 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
     if (observer) observer->on_checkpoint(s.samples, options.checkpoint_path);
   };
 
+  // A stop asked for in the middle of a learner's long work (a neural update) ends it there; the
+  // learner's half-updated state is dropped and the last checkpoint holds the run. Cleared on
+  // every way out, since the observer may not outlive this call.
+  struct ClearStopCheck {
+    Learner& learner;
+    ~ClearStopCheck() { learner.set_stop_check({}); }
+  } clear_stop_check{learner};
+  if (observer) learner.set_stop_check([observer] { return observer->stop_requested(); });
+
   std::vector<Placement> ops;
   std::vector<std::vector<uint32_t>> learned;
   std::vector<uint8_t> used;
+  auto stopped_in_the_learner = [&] {
+    s.status = TrainSummary::Status::kStopped;
+    s.message = "stopped during the learner's work on samples " + std::to_string(s.samples + 1) + " on, after " +
+                std::to_string(s.samples) + " of " + std::to_string(options.sample_budget) +
+                " samples; a resumed run continues from the last checkpoint";
+    s.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return s;
+  };
   while (s.samples < options.sample_budget) {
     const auto want = static_cast<std::size_t>(std::min(options.batch_size, options.sample_budget - s.samples));
-    const std::vector<Placement> groups = learner.propose(want);
+    std::vector<Placement> groups;
+    try {
+      groups = learner.propose(want);
+    } catch (const LearnerStopped&) {
+      return stopped_in_the_learner();
+    }
     ops.clear();
     for (const Placement& g : groups) ops.push_back(grouping.expand(g));
     // Learned groupings are valid until observe: the number of non-empty groups of each, and the
@@ -217,7 +239,11 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
     for (const Measurement& m : ms)
       if (!m.oom && !(std::isfinite(m.step_time_s) && m.step_time_s >= 0))
         throw Error("environment \"" + env.name() + "\" returned step time " + std::to_string(m.step_time_s));
-    learner.observe(groups, ms);
+    try {
+      learner.observe(groups, ms);
+    } catch (const LearnerStopped&) {
+      return stopped_in_the_learner();
+    }
 
     const int64_t before = s.samples;
     TrainerProgress progress;

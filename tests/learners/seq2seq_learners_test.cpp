@@ -278,6 +278,23 @@ class StopAt : public TrainerObserver {
   int64_t n_, seen_ = 0;
 };
 
+// Asks to stop once the learner has taken `n` samples: true first inside the observe that reaches
+// n, in the middle of the update when n ends an update's batch (the trainer itself asks only
+// between batches).
+class StopInsideTheLearner : public TrainerObserver {
+ public:
+  StopInsideTheLearner(const Learner& learner, int64_t n) : learner_(learner), n_(n) {}
+  bool stop_requested() override {
+    ++asked;
+    return learner_.samples_seen() >= n_;
+  }
+  int64_t asked = 0;
+
+ private:
+  const Learner& learner_;
+  int64_t n_;
+};
+
 void expect_identical(const TrainSummary& a, const TrainSummary& b) {
   ASSERT_EQ(a.curve.size(), b.curve.size());
   for (std::size_t i = 0; i < a.curve.size(); ++i) {
@@ -323,6 +340,22 @@ void expect_resumes_exactly(O options, const std::string& tag) {
   const TrainSummary resumed = train(second, c.grouping, env3, t);
   EXPECT_EQ(resumed.resumed_from, stopped.samples);
   expect_identical(resumed, uninterrupted);
+
+  // A stop in the middle of an update (the first update ending at or after sample 40) ends the
+  // update there, without a checkpoint of the half-updated state; resuming from the last
+  // checkpoint still ends exactly like the uninterrupted run.
+  t.checkpoint_path = temp_path(tag + "_inside.json");
+  AdditiveEnv env4(costs);
+  L third(space, c.problem, options, 4);
+  const auto per_update = static_cast<int64_t>(third.samples_until_update());
+  const int64_t update_end = (40 + per_update - 1) / per_update * per_update;
+  StopInsideTheLearner inside(third, update_end);
+  const TrainSummary cut = train(third, c.grouping, env4, t, nullptr, &inside);
+  ASSERT_EQ(cut.status, TrainSummary::Status::kStopped);
+  EXPECT_LT(cut.samples, update_end);
+  EXPECT_NE(cut.message.find("stopped during the learner's work"), std::string::npos) << cut.message;
+  L fourth(space, c.problem, options, 4);
+  expect_identical(train(fourth, c.grouping, env4, t), uninterrupted);
   // Learners that learn their groups report the best placement's grouping and, per sample, how
   // many of its groups hold units; the others report none.
   const bool learns_groups = whole.name() == "hierarchical" || whole.name().starts_with("eagle");

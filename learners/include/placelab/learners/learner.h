@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,9 +39,22 @@ struct SearchSpace {
   void validate() const;
 };
 
+// Thrown out of a learner's propose or observe when its stop check (Learner::set_stop_check)
+// answered true in the middle of the work: the learner's state is then part-way through an update
+// and only good for discarding; the last checkpoint holds the run.
+struct LearnerStopped : std::exception {
+  const char* what() const noexcept override { return "the learner was stopped in the middle of its work"; }
+};
+
 class Learner {
  public:
   virtual ~Learner() = default;
+
+  // A question the learner asks between the steps of long work (a neural update over a large
+  // network: hours at the largest settings) and answers true to by throwing LearnerStopped, so a
+  // stop does not wait for the update. Empty: never stop. The trainer sets it from its observer.
+  // Learners whose work is short between batches ignore it.
+  virtual void set_stop_check(std::function<bool()> /*check*/) {}
 
   // The learner's registry name (registry.h): "post", "ppo", "cross_entropy", "reinforce", ...
   virtual std::string name() const = 0;

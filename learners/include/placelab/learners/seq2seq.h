@@ -20,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "placelab/learners/learner.h"
 #include "placelab/learners/nn/layers.h"
 #include "placelab/learners/random.h"
 
@@ -72,6 +74,17 @@ class PlacerPolicy {
   virtual const Matrix& probs() const = 0;
   virtual const std::vector<double>& log_probs() const = 0;
   virtual void backward(const Matrix& dlogits) = 0;
+  // Asked between the steps of forward and backward (decode steps, layers); true throws
+  // LearnerStopped (learner.h). Must outlive the policy's use of it; null: never asked.
+  void set_stop_check(const std::function<bool()>* check) { stop_check_ = check; }
+
+ protected:
+  void check_stop() const {
+    if (stop_check_ && *stop_check_ && (*stop_check_)()) throw LearnerStopped();
+  }
+
+ private:
+  const std::function<bool()>* stop_check_ = nullptr;
 };
 
 template <typename T>

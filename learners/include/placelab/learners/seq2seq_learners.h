@@ -111,6 +111,8 @@ class Seq2SeqLearner : public Learner {
   Placement mode() const override;
   std::string save_state() const override;
   void load_state(const std::string& state) override;
+  // Asked by the policy between decode steps and layers, and between an update's steps.
+  void set_stop_check(std::function<bool()> check) override;
 
   const PlacerPolicy<float>& policy() const { return *policy_; }
   // Groups the policy decodes per placement: the search space's, or a subclass's learned groups.
@@ -159,6 +161,11 @@ class Seq2SeqLearner : public Learner {
   nn::Matrix<float> inputs_;
   Rng rng_;
   std::unique_ptr<PlacerPolicy<float>> policy_;
+  std::function<bool()> stop_check_;  // the policy holds a pointer to it
+  // Throws LearnerStopped when the stop check says so: between an update's steps.
+  void check_stop() const {
+    if (stop_check_ && stop_check_()) throw LearnerStopped();
+  }
   nn::ParamSet<float> params_;                // the policy's, then add_trainable's
   nn::AdamOptions adam_options_;
   nn::Adam<float> adam_;
