@@ -505,6 +505,16 @@ void run_verify_torch(const VerifyArgs& a) {
 void run_verify(VerifyArgs a) {
   if (a.backend == "torch") return run_verify_torch(a);
   if (a.placements.empty()) a.placements.push_back("single_cpu");
+  // Each placement once: a baseline in its canonical form (random:03 is random:3), a file by its
+  // path (measuring one twice doubled the time and counted it twice in the rank correlation).
+  std::vector<std::string> seen;
+  for (const std::string& spec : a.placements) {
+    const std::string key =
+        find_baseline(std::string_view(spec).substr(0, spec.find(':'))) ? canonical_baseline(spec, "--placement") : spec;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw InputError("--placement " + excerpt(spec) + ": listed twice");
+    seen.push_back(key);
+  }
   check_measured_steps(a.steps, "--steps");
   if (a.rounds < 1 || a.rounds > kMaxVerifyRounds)
     throw InputError("--rounds " + std::to_string(a.rounds) + ": must be in [1, " + std::to_string(kMaxVerifyRounds) + "]");

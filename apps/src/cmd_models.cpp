@@ -205,7 +205,8 @@ void add_models_commands(CLI::App& app) {
       const char* end = d.data() + d.size();
       if (eq == std::string::npos || eq == 0 || std::from_chars(d.data() + eq + 1, end, size).ptr != end || size <= 0)
         throw InputError("--dim " + d + ": must be NAME=SIZE with SIZE a positive integer");
-      o.dim_values[d.substr(0, eq)] = size;
+      if (!o.dim_values.emplace(d.substr(0, eq), size).second)
+        throw InputError("--dim " + d + ": " + d.substr(0, eq) + " is given twice");
     }
     auto opt = models::optimizer_from_name(im->optimizer);
     if (!opt) throw InputError("--optimizer " + im->optimizer + ": must be sgd, momentum, rmsprop or adam");

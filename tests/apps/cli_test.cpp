@@ -1168,6 +1168,9 @@ TEST_F(Cli, ImportSizesSymbolicDimensionsWithDim) {
   CliResult bad = placelab("import " + onnx + " --dim S");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.out.find("--dim S: must be NAME=SIZE"), std::string::npos) << bad.out;
+  CliResult twice = placelab("import " + onnx + " --dim S=5 --dim N=3 --dim S=6");  // the first was dropped
+  EXPECT_EQ(twice.status, 2);
+  EXPECT_NE(twice.out.find("--dim S=6: S is given twice"), std::string::npos) << twice.out;
 }
 
 // An ONNX export of a PyTorch model can be marked as the eager program it is; simulate then runs it
@@ -1242,6 +1245,10 @@ TEST_F(Cli, VerifyRunsForRealAndComparesPerOpType) {
   ASSERT_EQ(table.status, 0) << table.out;
   EXPECT_NE(table.out.find("Spearman"), std::string::npos) << table.out;
   EXPECT_EQ(placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " -p random:1 --rounds 0").status, 2);
+  // Each placement once, baselines compared in canonical form (measured twice, counted twice).
+  CliResult twice = placelab("verify --model cifar10_cnn:batch=2 -m " + machine + " -p random:1 -p random:01");
+  EXPECT_EQ(twice.status, 2);
+  EXPECT_NE(twice.out.find("--placement random:01: listed twice"), std::string::npos) << twice.out;
 
   // A calibration with drift probes: verify times the probe again and reports the slowdown.
   std::string calibrated = write("two-cpus-calibrated.yaml", "machine:\n" + two_cpus("  ") +
