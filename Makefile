@@ -81,8 +81,7 @@ fuzz-build: fuzz-configure
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# The loaders' and the simulator's tests under ASan + UBSan (GCC, in build-asan/). Not in the fuzzing
-# build: Clang rejects some of apps/' C++ that GCC takes (std::find of a json among strings).
+# The tests under ASan + UBSan (GCC, in build-asan/); the fuzzing build holds only the fuzz targets.
 sanitize: deps
 	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_CXX_FLAGS)" \
 	  -DPLACELAB_SANITIZERS="address;undefined" \

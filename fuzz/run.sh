@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 build=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS [TARGET...]}
 seconds=${2:?usage: fuzz/run.sh BUILD_DIR SECONDS [TARGET...]}
 shift 2
-all=(graph_json placement_json machine_yaml calibration_yaml scenario_yaml trace onnx api)
+all=(graph_json placement_json machine_yaml calibration_yaml scenario_yaml trace onnx api cli)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 
@@ -26,6 +26,7 @@ seeds() {  # the repository's files that seed a target's corpus
     trace) echo fuzz/seeds/trace/* ;;
     onnx) echo tests/data/onnx/*.onnx ;;
     api) echo fuzz/seeds/api/* ;;
+    cli) echo fuzz/seeds/cli/* ;;
     *) echo "fuzz/run.sh: unknown target $1 (targets: ${all[*]})" >&2; exit 2 ;;
   esac
 }

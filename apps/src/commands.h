@@ -12,6 +12,10 @@ namespace placelab::cli {
 struct Stopped {};
 inline constexpr int kStoppedExitStatus = 130;
 
+// The whole command line: the description, every subcommand below, and the rule that every integer
+// flag is written in decimal digits (apps/src/cli_app.cpp). Parsing runs the chosen command.
+void build_cli(CLI::App& app);
+
 void add_machines_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_models_commands(CLI::App& app);   // models, export, inspect

@@ -87,8 +87,11 @@ void write_sweep_tables(const fs::path& dir, const std::string& name, const std:
                 << ": not a run summary placelab can read; left out of the tables\n";
       continue;
     }
-    for (const json& r : j["results"])
-      if (std::find(columns.begin(), columns.end(), r["name"]) == columns.end()) columns.push_back(r["name"]);
+    for (const json& r : j["results"]) {
+      // The name as a string (tabulable checked it is one): Clang's C++20 finds no std::string == json.
+      const std::string& column = r["name"].get_ref<const std::string&>();
+      if (std::find(columns.begin(), columns.end(), column) == columns.end()) columns.push_back(column);
+    }
     summaries.emplace_back(s.name, j);
   }
   std::ostringstream md, csv;

@@ -980,6 +980,12 @@ TEST_F(Cli, RunRefusesLinksInItsOutputFolderAndNamesThatArePaths) {
     EXPECT_EQ(octal.status, 2) << flag << ": " << octal.out;
     EXPECT_NE(octal.out.find("in decimal digits, without leading zeros"), std::string::npos) << flag << ": " << octal.out;
   }
+  // Float flags too: strtold read 0x1p-1 as 0.5, and inf and nan passed where no range stood.
+  for (const char* value : {"0x1p-1", "inf", "nan", " 0.5"}) {
+    CliResult hex = placelab(std::string("calibrate --backend cpu --machine k80x4 -o x.yaml --sweep-scale '") + value + "'");
+    EXPECT_EQ(hex.status, 2) << value << ": " << hex.out;
+    EXPECT_NE(hex.out.find("--sweep-scale: must be a finite number in decimal digits"), std::string::npos) << hex.out;
+  }
   const std::string twice = write("twice.yaml", "model: cifar10_cnn\nseeds: [3, 3]\nlearners:\n  mcmc: {}\n");
   CliResult seeds = placelab("run " + twice + " -q -o " + (dir_ / "t").string());
   EXPECT_EQ(seeds.status, 2) << seeds.out;
