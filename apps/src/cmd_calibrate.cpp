@@ -20,6 +20,7 @@
 #include "placelab/graph/units.h"
 #include "placelab/learners/registry.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/numbers.h"
 #include "placelab/hwmodels/calibration.h"
 #include "placelab/hwmodels/machine_io.h"
@@ -486,9 +487,7 @@ void run_verify_torch(const VerifyArgs& a) {
   } else {
     fmt::print("graph      {} ({} ops)\nmachine    {} [{}]\nplacement  {}\n\n", g.label, g.graph.num_ops(),
                ms->machine.name, ms->cost->describe(), a.placements[0]);
-    std::string devices;
-    for (const std::string& d : placed.devices) devices += (devices.empty() ? "" : ", ") + d;
-    fmt::print("ran on     {}{}; {} value(s) moved between devices per forward\n", devices,
+    fmt::print("ran on     {}{}; {} value(s) moved between devices per forward\n", join_names(placed.devices),
                mapped ? " (this host lacks the placement's GPUs: each ran on the CPU)" : "", placed.moves);
     fmt::print("numerics   loss rel. error {:.1e}, largest gradient rel. error {:.1e} ({}): {}\n",
                placed.loss_rel_error.value_or(0), placed.max_grad_rel_error.value_or(0), placed.worst_parameter,

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::cli {
@@ -19,14 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& x : items) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
 
 std::string title(const std::string& name, const std::vector<std::string>& aliases) {
-  return aliases.empty() ? name : fmt::format("{} (alias {})", name, join(aliases));
+  return aliases.empty() ? name : fmt::format("{} (alias {})", name, join_names(aliases));
 }
 
 json default_json(const OptionInfo& o) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/units.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/machine_io.h"
@@ -82,11 +83,7 @@ void print_machine(const Machine& m, bool all_routes, const std::string& argumen
   std::vector<const Device*> devices;
   for (const Device& d : m.devices) devices.push_back(&d);
   print_devices(devices, false);
-  if (!m.switches.empty()) {
-    std::string sw;
-    for (const auto& s : m.switches) sw += (sw.empty() ? "" : ", ") + s;
-    fmt::print("\nswitches: {}\n", sw);
-  }
+  if (!m.switches.empty()) fmt::print("\nswitches: {}\n", join_names(m.switches));
   std::vector<const Link*> links;
   for (const Link& l : m.links) links.push_back(&l);
   fmt::print("\n");

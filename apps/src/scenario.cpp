@@ -28,11 +28,6 @@ namespace placelab::cli {
 namespace {
 
 // Reads one scenario, remembering the file for messages.
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& x : items) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
 
 class Reader {
  public:
@@ -88,7 +83,7 @@ class Reader {
   std::string choice(const std::string& key, const YAML::Node& node, const std::vector<std::string>& choices) const {
     std::string s = scalar<std::string>(key, node, "a string");
     if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
-    fail(node, where(key, node) + ": must be one of " + join(choices));
+    fail(node, where(key, node) + ": must be one of " + join_names(choices));
   }
   std::string choice(const std::string& key, const YAML::Node& node, std::initializer_list<const char*> choices) const {
     return choice(key, node, std::vector<std::string>(choices.begin(), choices.end()));
@@ -118,7 +113,7 @@ class Reader {
       std::string key = kv.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         fail(kv.first, (what.empty() ? "" : what + ".") + key + ": " +
-                           unknown_key_rule(expected.empty() ? join(allowed) : expected));
+                           unknown_key_rule(expected.empty() ? join_names(allowed) : expected));
       if (!seen.insert(key).second) fail(kv.first, key + ": given twice");
       f(key, kv.second);
     }

@@ -36,14 +36,6 @@ constexpr int64_t kGraphVersionMeasured = 2;
 // Version 3 adds the top-level "execution" and the op fields "module" and "call" (PyTorch graphs).
 constexpr int64_t kGraphVersionEager = 3;
 
-std::string join(std::span<const std::string_view> items) {
-  std::string out;
-  for (std::string_view s : items) {
-    if (!out.empty()) out += ", ";
-    out += s;
-  }
-  return out;
-}
 
 // A value as it appears in a message: compact JSON, cut at 60 bytes (excerpt).
 std::string show(const json& v) { return excerpt(v.dump(-1, ' ', false, json::error_handler_t::replace)); }
@@ -147,7 +139,7 @@ class Reader {
       for (std::string_view a : allowed) known = known || a == key;
       if (!known)
         fail_value(pointer + "/" + json_pointer_token(key), value,
-                   unknown_key_rule(join(allowed), what));
+                   unknown_key_rule(join_names(allowed), what));
     }
   }
 

@@ -349,9 +349,7 @@ class Reader {
         fail_at(kv.first.Mark(), field.empty() ? key : field + "." + key, "duplicate key");
       seen.push_back(key);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        std::string list;
-        for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail_at(kv.first.Mark(), field.empty() ? key : field + "." + key, unknown_key_rule(list));
+        fail_at(kv.first.Mark(), field.empty() ? key : field + "." + key, unknown_key_rule(join_names(allowed)));
       }
     }
   }

@@ -106,11 +106,6 @@ std::string describe_node(const YAML::Node& node) {
   return "<?>";
 }
 
-std::string join(std::span<const std::string_view> names) {
-  std::string out;
-  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
 
 const detail::PresetText* find_preset(std::string_view name);
 bool looks_like_path(std::string_view name_or_path);
@@ -185,7 +180,7 @@ class MachineReader {
     int line = line_of(node, parent_line);
     if (!node.IsMap())
       fail(line, path.empty() ? "(document)" : path, describe_node(node),
-           "must be a mapping with keys " + join(allowed));
+           "must be a mapping with keys " + join_names(allowed));
     lines_[path] = line;
     std::set<std::string> seen;
     for (const auto& kv : node) {
@@ -195,7 +190,7 @@ class MachineReader {
         fail(key_line, path.empty() ? "(document)" : path, "", "keys must be plain names, not " + describe_node(key));
       const std::string& name = key.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
-        fail(key_line, field_path(path, name), "", unknown_key_rule(join(allowed)));
+        fail(key_line, field_path(path, name), "", unknown_key_rule(join_names(allowed)));
       if (!seen.insert(name).second) fail(key_line, field_path(path, name), "", "duplicate key");
       // An empty value's mark points at the next token, often the next line: use the key's.
       lines_[field_path(path, name)] = kv.second.IsNull() ? key_line : line_of(kv.second, key_line);
@@ -474,11 +469,7 @@ class MachineReader {
     return d;
   }
 
-  std::string profile_list() const {
-    std::string out;
-    for (const std::string& n : efficiency_profile_names()) out += (out.empty() ? "" : ", ") + n;
-    return out;
-  }
+  std::string profile_list() const { return join_names(efficiency_profile_names()); }
 
   EfficiencyProfile named_profile(const std::string& name, int line, const std::string& field) const {
     if (auto p = builtin_efficiency_profile(name)) return *p;
@@ -566,11 +557,7 @@ class MachineReader {
   std::map<std::string, int> lines_;  // YAML path ("devices[2].memory_bytes") → 1-based line
 };
 
-std::string preset_list() {
-  std::string out;
-  for (const std::string& n : preset_names()) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
+std::string preset_list() { return join_names(preset_names()); }
 
 const detail::PresetText* find_preset(std::string_view name) {
   for (const detail::PresetText& p : detail::builtin_presets())

@@ -7,6 +7,7 @@
 
 #include "partition.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 
 namespace placelab {
 
@@ -502,9 +503,7 @@ bool is_grouping_rule(std::string_view name) {
 Grouping make_grouping(const OpGraph& graph, const std::string& name, const GroupingOptions& options) {
   for (const NamedGrouper& g : kGroupers)
     if (g.name == name) return g.make(graph, options);
-  std::string list;
-  for (std::string_view n : grouping_names()) list += (list.empty() ? "" : ", ") + std::string(n);
-  throw InputError("grouping = \"" + name + "\": must be one of " + list);
+  throw InputError("grouping = \"" + name + "\": must be one of " + join_names(grouping_names()));
 }
 
 }  // namespace placelab

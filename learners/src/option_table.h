@@ -25,11 +25,6 @@
 
 namespace placelab::detail {
 
-inline std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : separator) + s;
-  return out;
-}
 
 template <typename O>
 class OptionTable {
@@ -87,7 +82,7 @@ class OptionTable {
       if (!f) {
         std::vector<std::string> keys;
         for (const Field& x : fields_) keys.push_back(x.key);
-        throw InputError(owner_ + "." + key + ": " + unknown_key_rule(join(keys)));
+        throw InputError(owner_ + "." + key + ": " + unknown_key_rule(join_names(keys)));
       }
       std::visit([&](auto member) { assign(options.*member, value, *f); }, f->member);
     }
@@ -109,7 +104,7 @@ class OptionTable {
           using T = std::remove_cvref_t<decltype(std::declval<O&>().*member)>;
           if constexpr (std::is_same_v<T, bool>) return "true or false";
           else if constexpr (std::is_same_v<T, double>) return "a number";
-          else if constexpr (std::is_same_v<T, std::string>) return "one of " + join(f.choices);
+          else if constexpr (std::is_same_v<T, std::string>) return "one of " + join_names(f.choices);
           else return "an integer";
         },
         f.member);

@@ -7,6 +7,7 @@
 
 #include "option_table.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/numbers.h"
 #include "registry_entries.h"
 
@@ -83,7 +84,7 @@ std::string names_of(std::span<const Entry> entries) {
   std::string out;
   for (const Entry& e : entries) {
     out += (out.empty() ? "" : ", ") + e.name;
-    if (!e.aliases.empty()) out += " (" + detail::join(e.aliases) + ")";
+    if (!e.aliases.empty()) out += " (" + join_names(e.aliases) + ")";
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "generators.h"
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/numbers.h"
 
 namespace placelab::models {
@@ -137,11 +138,6 @@ const std::vector<Entry>& entries() {
   return kEntries;
 }
 
-std::string join_keys(const std::vector<std::string>& keys) {
-  std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
 
 }  // namespace
 
@@ -247,7 +243,7 @@ Model make_model(const ModelSpec& spec) {
     names.push_back(e.info.name);
     if (e.info.name == spec.name) entry = &e;
   }
-  if (!entry) throw InputError("model '" + spec.name + "': unknown model; the zoo has " + join_keys(names));
+  if (!entry) throw InputError("model '" + spec.name + "': unknown model; the zoo has " + join_names(names));
   GenOptions o;
   std::vector<std::string> keys;
   for (const ModelOption& opt : entry->info.options) {
@@ -260,14 +256,14 @@ Model make_model(const ModelSpec& spec) {
       if (c.key == key) opt = &c;
     std::string where = "model '" + spec.to_string() + "': " + key + " = " + value;
     if (!opt) throw InputError("model '" + spec.to_string() + "': unknown option '" + key + "'; " + spec.name +
-                               " takes " + join_keys(keys));
+                               " takes " + join_names(keys));
     if (opt->choices.empty()) {
       const std::optional<int64_t> v = parse_number<int64_t>(value);
       const int64_t most = max_option_value(key);
       if (!v || *v <= 0 || *v > most)
         throw InputError(where + ": must be a positive integer, at most " + std::to_string(most));
     } else if (std::find(opt->choices.begin(), opt->choices.end(), value) == opt->choices.end()) {
-      throw InputError(where + ": must be one of " + join_keys(opt->choices));
+      throw InputError(where + ": must be one of " + join_names(opt->choices));
     }
     o.values[key] = value;
   }
