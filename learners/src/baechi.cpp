@@ -720,12 +720,8 @@ BaselineEntry detail::m_etf_baseline_entry() {
 namespace {
 // `m_sct:<threshold>`'s options, validated.
 MSctOptions m_sct_argument(const std::string& argument) {
-  MSctOptions options;
-  const std::optional<double> threshold = parse_number<double>(argument);
-  if (!threshold) throw InputError("m_sct.favorite_threshold = " + excerpt(argument) + ": must be a number");
-  options.favorite_threshold = *threshold;
-  options.validate();
-  return options;
+  return detail::options_from_argument(argument, &MSctOptions::favorite_threshold, "m_sct.favorite_threshold",
+                                       "must be a number");
 }
 }  // namespace
 

@@ -726,12 +726,8 @@ ExactResult solve_exact(const OpGraph& graph, const CostModel& cost, const Group
 namespace {
 // `exact:<seconds>`'s options, validated.
 ExactOptions exact_argument(const std::string& argument) {
-  ExactOptions options;
-  const std::optional<double> seconds = parse_number<double>(argument);
-  if (!seconds) throw InputError("exact.time_limit_s = " + excerpt(argument) + ": must be a number of seconds");
-  options.time_limit_s = *seconds;
-  options.validate();
-  return options;
+  return detail::options_from_argument(argument, &ExactOptions::time_limit_s, "exact.time_limit_s",
+                                       "must be a number of seconds");
 }
 }  // namespace
 

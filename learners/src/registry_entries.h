@@ -4,9 +4,27 @@
 // Private to learners/.
 #pragma once
 
+#include <optional>
+#include <string>
+
+#include "placelab/graph/error.h"
+#include "placelab/graph/numbers.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::detail {
+
+// A baseline's `name:<number>` argument as its options: the defaults with `field` (named `name`
+// in messages) set to the number, then validated (InputError naming the rule).
+template <typename Options>
+Options options_from_argument(const std::string& argument, double Options::*field, const char* name,
+                              const char* rule) {
+  Options options;
+  const std::optional<double> value = parse_number<double>(argument);
+  if (!value) throw InputError(std::string(name) + " = " + excerpt(argument) + ": " + rule);
+  options.*field = *value;
+  options.validate();
+  return options;
+}
 
 // Learners (algorithms.cpp).
 LearnerEntry post_learner_entry();

@@ -49,17 +49,6 @@ TEST(ClusterSim, ATensorBetweenNodesCrossesTheFabric) {
   EXPECT_EQ(network_directions, 2);  // node0/nic0 -> fabric -> node1/nic0
 }
 
-// The analytic model without its representatives: every device priced on its own, as before.
-class EveryDeviceCost : public CostModel {
- public:
-  explicit EveryDeviceCost(const AnalyticCostModel& inner) : CostModel(inner.machine()), inner_(inner) {}
-  double model_op_time_s(const Op& op, DeviceId device) const override { return inner_.op_time_s(op, device); }
-  std::string describe() const override { return "every device"; }
-
- private:
-  const AnalyticCostModel& inner_;
-};
-
 TEST(ClusterSim, RepresentativesChangeNoResult) {
   // Per node: two CPUs, two GPU types, all behind one switch.
   Machine node;
@@ -74,7 +63,7 @@ TEST(ClusterSim, RepresentativesChangeNoResult) {
   for (const Device& d : node.devices) node.links.push_back(testing::link(d.name, "sw", 1e9, 1e-6));
   const Machine m = compose_cluster("mixed4", nodes_of(node, 4), {.bandwidth_Bps = 5e8, .latency_s = 2e-6});
   const AnalyticCostModel grouped(m);
-  const EveryDeviceCost every(grouped);
+  const testing::UnpromisingCost every(grouped);  // every device priced on its own, as before
 
   OpGraph g = testing::random_dag(7, 30, 12);
   for (OpId op = 0; op < g.num_ops(); op += 7) g.op(op).cpu_only = true;

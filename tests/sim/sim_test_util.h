@@ -30,6 +30,19 @@ class FixedCostModel : public CostModel {
   std::vector<double> speed_;
 };
 
+// The analytic model's op times with none of its promises: no device shares another's costs
+// (op_time_representative) and no copy is promised affine, so the simulator prices every device
+// and probes every pair, as it does for a model it knows nothing of.
+class UnpromisingCost : public CostModel {
+ public:
+  explicit UnpromisingCost(const AnalyticCostModel& inner) : CostModel(inner.machine()), inner_(inner) {}
+  double model_op_time_s(const Op& op, DeviceId device) const override { return inner_.op_time_s(op, device); }
+  std::string describe() const override { return "the analytic model, unpromising"; }
+
+ private:
+  const AnalyticCostModel& inner_;
+};
+
 inline Device device(std::string name, DeviceKind kind, int64_t memory_bytes = int64_t{1} << 40, int streams = 1) {
   Device d;
   d.name = std::move(name);

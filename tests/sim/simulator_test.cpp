@@ -116,16 +116,6 @@ TEST(Simulator, NonAffineTransferTimesAreAskedPerTransfer) {
 // skips its probes; the same model asked through a wrapper that promises nothing is probed. On a
 // machine of 300 devices (the pair table is filled on every core from 256) under random switches
 // and link figures, both give the same step to the bit, and both equal the route's own figures.
-class UnpromisedCost : public CostModel {
- public:
-  explicit UnpromisedCost(const AnalyticCostModel& inner) : CostModel(inner.machine()), inner_(inner) {}
-  double model_op_time_s(const Op& op, DeviceId device) const override { return inner_.op_time_s(op, device); }
-  std::string describe() const override { return "unpromised"; }
-
- private:
-  const AnalyticCostModel& inner_;
-};
-
 TEST(Simulator, APromiseOfAffineCopiesSkipsTheProbesNotTheLine) {
   Machine m;
   m.name = "wide";
@@ -140,7 +130,7 @@ TEST(Simulator, APromiseOfAffineCopiesSkipsTheProbesNotTheLine) {
     m.links.push_back(testing::link(d.name, m.switches[std::uniform_int_distribution<int>(0, 11)(rng)], bandwidth(rng), latency(rng)));
   m.finalize();
   const AnalyticCostModel promised(m);
-  const UnpromisedCost probed(promised);
+  const testing::UnpromisingCost probed(promised);
   ASSERT_TRUE(promised.transfer_is_affine(0, 1));
   ASSERT_FALSE(probed.transfer_is_affine(0, 1));
   const OpGraph g = testing::random_dag(11, 30, 20);
