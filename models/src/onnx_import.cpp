@@ -713,6 +713,7 @@ class Importer {
     check_pad_amounts();
     check_node_schemas();
     check_inputs_defined();
+    check_tensor_data();
     // value_info left by the exporter may carry symbolic batch dimensions that now conflict with
     // the overrides; inference recomputes every intermediate shape from the inputs.
     model_.mutable_graph()->clear_value_info();
@@ -813,6 +814,41 @@ class Importer {
         fail("tensor '" + name + "' is " + shape_text(shape) + ": more than 2^40 elements");
       elements *= d;
     }
+  }
+
+  // Every tensor the file holds (initializers, node attributes) has a valid shape, and raw bytes
+  // that fill it exactly: ONNX 1.12's shape inference copies an int64 tensor's raw bytes into a
+  // buffer sized by whole elements (ParseData), so 63 bytes overflowed a 56-byte buffer
+  // (fuzz/onnx_fuzz, found in CI).
+  void check_tensor_data() const {
+    auto check = [&](const onnx::TensorProto& t) {
+      const Shape shape(t.dims().begin(), t.dims().end());
+      check_shape(t.name(), shape);
+      if (t.raw_data().empty()) return;
+      int64_t width = 0;  // bytes per element of the fixed-size types
+      switch (t.data_type()) {
+        case onnx::TensorProto::UINT8: case onnx::TensorProto::INT8: case onnx::TensorProto::BOOL: width = 1; break;
+        case onnx::TensorProto::UINT16: case onnx::TensorProto::INT16: case onnx::TensorProto::FLOAT16:
+        case onnx::TensorProto::BFLOAT16: width = 2; break;
+        case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: width = 4; break;
+        case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: case onnx::TensorProto::DOUBLE:
+        case onnx::TensorProto::COMPLEX64: width = 8; break;
+        case onnx::TensorProto::COMPLEX128: width = 16; break;
+        default: fail("tensor '" + t.name() + "': raw_data for a tensor of type " + std::to_string(t.data_type()) +
+                      ", which has no fixed element size");
+      }
+      int64_t elements = 1;
+      for (int64_t d : shape) elements *= d;  // at most 2^40 (check_shape)
+      if (static_cast<int64_t>(t.raw_data().size()) != elements * width)
+        fail("tensor '" + t.name() + "' is " + shape_text(shape) + ": " + std::to_string(t.raw_data().size()) +
+             " bytes of raw_data, not the " + std::to_string(elements * width) + " its shape and type take");
+    };
+    for (const auto& t : model_.graph().initializer()) check(t);
+    for (const auto& n : model_.graph().node())
+      for (const auto& a : n.attribute()) {
+        if (a.has_t()) check(a.t());
+        for (const auto& t : a.tensors()) check(t);
+      }
   }
 
   // Records the static shape and type of every tensor the graph names.

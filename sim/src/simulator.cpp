@@ -722,11 +722,12 @@ void fill_pairs(sim_detail::FlatGraph& g, const Machine& machine, const CostMode
   g.pairs.assign(std::size_t{nd} * nd, {});
   std::size_t threads = 1;
   if (nd >= kMinDevicesForPairThreads) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
-  std::atomic<DeviceId> next_row{0};
+  std::atomic<std::size_t> next_row{0};  // wider than DeviceId: every worker counts once past nd
   // The first failure in row order wins, as a serial fill would raise it.
   std::vector<std::pair<DeviceId, std::exception_ptr>> failures(threads, {nd, nullptr});
   auto work = [&](std::size_t w) {
-    for (DeviceId s = next_row++; s < nd; s = next_row++) {
+    for (std::size_t row = next_row++; row < nd; row = next_row++) {
+      const auto s = static_cast<DeviceId>(row);
       try {
         for (DeviceId t = 0; t < nd; ++t)
           if (s != t) fill_pair(g.pairs[std::size_t{s} * nd + t], machine, cost, s, t, max_send_bytes);

@@ -704,6 +704,30 @@ TEST(OnnxImportErrors, MoreNodesThanATrainingGraphHoldsAreRefusedAtOnce) {
   EXPECT_NE(e.find("at most 1000000 ops"), std::string::npos) << e;
 }
 
+// Found by onnx_fuzz in CI: an int64 initializer of 63 raw bytes (the shape of a Reshape) made
+// ONNX 1.12's shape inference copy 63 bytes into a buffer of 7 elements (heap overflow). Raw data
+// must fill its tensor's shape exactly, checked before inference.
+TEST(OnnxImportErrors, RawDataThatDoesNotFillItsShapeIsRejectedBeforeShapeInference) {
+  ModelMaker m;
+  m.input("x", {2, 4});
+  m.init_ints("shape", {4, 2});
+  m.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+  m.output("y");
+  for (auto& t : *m.model().mutable_graph()->mutable_initializer()) {
+    t.clear_int64_data();
+    t.set_raw_data(std::string(63, '\x01'));
+  }
+  std::string e;
+  try {
+    import_onnx_bytes(m.model().SerializeAsString(), "raw.onnx");
+  } catch (const InputError& error) {
+    e = error.what();
+  }
+  EXPECT_NE(e.find("raw.onnx: tensor 'shape' is [2]: 63 bytes of raw_data, not the 16 its shape and type take"),
+            std::string::npos)
+      << e;
+}
+
 TEST(OnnxImportErrors, MissingFileNamesTheFile) {
   std::string e = import_error("/nonexistent/model.onnx");
   EXPECT_NE(e.find("/nonexistent/model.onnx"), std::string::npos) << e;
