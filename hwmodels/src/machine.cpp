@@ -68,9 +68,7 @@ Route Machine::route(DeviceId src, DeviceId dst) const {
       << "Machine::route needs finalize() after the last change";
   PLACELAB_CHECK(src < devices.size() && dst < devices.size() && src != dst) << src << " -> " << dst;
   const std::size_t i = static_cast<std::size_t>(src) * devices.size() + dst;
-  const uint32_t begin = i == 0 ? 0 : routes_.hop_end[i - 1];
-  Route r{std::span<const LinkDirection>(routes_.hops).subspan(begin, routes_.hop_end[i] - begin), 0,
-          std::numeric_limits<double>::infinity()};
+  Route r{routes_.hops_of(i), 0, std::numeric_limits<double>::infinity()};
   // In the route search's order, so the figures are the search's to the bit.
   for (LinkDirection d : r.hops) {
     r.latency_s += direction_latency_s_[d];

@@ -90,13 +90,9 @@ struct FlatGraph {
   DeviceId default_cpu = 0;
   std::vector<PairInfo> pairs;    // num_devices²
   // The machine's route table (Machine::route_table), which outlives the simulator.
-  const uint32_t* route_hop_end = nullptr;
-  const LinkDirection* route_hops = nullptr;
+  const RouteTable* routes = nullptr;
   // The hops of pair src × num_devices + dst, in order from the source.
-  std::span<const LinkDirection> route(std::size_t pair) const {
-    const uint32_t begin = pair == 0 ? 0 : route_hop_end[pair - 1];
-    return {route_hops + begin, route_hops + route_hop_end[pair]};
-  }
+  std::span<const LinkDirection> route(std::size_t pair) const { return routes->hops_of(pair); }
   std::vector<uint32_t> slot_off;   // device → first compute slot; num_devices + 1 entries
   std::vector<int64_t> capacity_bytes;
 

@@ -717,8 +717,7 @@ void fill_pairs(sim_detail::FlatGraph& g, const Machine& machine, const CostMode
   const DeviceId nd = static_cast<DeviceId>(machine.num_devices());
   const RouteTable& table = machine.route_table();
   PLACELAB_CHECK(table.hop_end.size() == std::size_t{nd} * nd) << "the machine is not finalised";
-  g.route_hop_end = table.hop_end.data();
-  g.route_hops = table.hops.data();
+  g.routes = &table;
   g.pairs.assign(std::size_t{nd} * nd, {});
   std::size_t threads = 1;
   if (nd >= kMinDevicesForPairThreads) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());

@@ -110,6 +110,12 @@ struct Route {
 struct RouteTable {
   std::vector<uint32_t> hop_end;    // per (source, destination), row-major: where its hops end in `hops`
   std::vector<LinkDirection> hops;  // every route's hops, one after another (a pair's begin at the last one's end)
+  // The hops of pair src × devices + dst (none when src == dst); for Machine::route and the
+  // simulator's hot loop.
+  std::span<const LinkDirection> hops_of(std::size_t pair) const {
+    const uint32_t begin = pair == 0 ? 0 : hop_end[pair - 1];
+    return std::span<const LinkDirection>(hops).subspan(begin, hop_end[pair] - begin);
+  }
 };
 
 struct Machine {
