@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/large_table.h"
 #include "placelab/graph/placement.h"
 #include "placelab/hwmodels/efficiency.h"
 
@@ -106,10 +107,12 @@ struct Route {
 // has 409,600 routes, and a heap block for each made `placelab simulate` on it 0.13 s slower,
 // allocating and freeing them. Only the hops are kept: a route's latency and bandwidth are sums
 // and minima over them (Machine::route), which at 4,096 devices saves 270 of 670 MB.
-// Machine::finalize fills it (search_routes, route_search.cpp).
+// Machine::finalize fills it (search_routes, route_search.cpp), in huge pages where it is large.
 struct RouteTable {
-  std::vector<uint32_t> hop_end;    // per (source, destination), row-major: where its hops end in `hops`
-  std::vector<LinkDirection> hops;  // every route's hops, one after another (a pair's begin at the last one's end)
+  // per (source, destination), row-major: where its hops end in `hops`
+  std::vector<uint32_t, LargeTableAllocator<uint32_t>> hop_end;
+  // every route's hops, one after another (a pair's begin at the last one's end)
+  std::vector<LinkDirection, LargeTableAllocator<LinkDirection>> hops;
   // The hops of pair src × devices + dst (none when src == dst); for Machine::route and the
   // simulator's hot loop.
   std::span<const LinkDirection> hops_of(std::size_t pair) const {
