@@ -466,6 +466,281 @@ std::vector<DeviceId> target_devices(const Machine& machine, const ExactOptions&
   return d;
 }
 
+
+// The targets' durations of every task and the persistent bytes of every group (ModelData's p,
+// group_bytes and pinned_bytes).
+void fill_task_times(const OpGraph& graph, const CostModel& cost, const Grouping& grouping, const Tasks& t,
+                     ModelData& d) {
+  const std::size_t nd = d.devices.size();
+  d.p.assign(t.size(), std::vector<double>(nd, 0.0));
+  d.group_bytes.assign(t.num_groups, 0);
+  for (OpId op = 0; op < graph.num_ops(); ++op) {
+    const Op& o = graph.op(op);
+    const std::size_t task = t.task_of_op[op];
+    const bool soft = d.cpu && o.cpu_only;
+    if (t.pinned[task]) d.p[task][0] += cost.op_time_s(o, *d.cpu) * kMs;
+    else
+      for (std::size_t i = 0; i < nd; ++i)
+        d.p[task][i] += cost.op_time_s(o, soft ? *d.cpu : d.devices[i]) * kMs;
+    if (soft) d.pinned_bytes += o.persistent_bytes;
+    else d.group_bytes[grouping.group_of(op)] += o.persistent_bytes;
+  }
+}
+
+// Reachability over the task DAG (bitsets, filled in topological order): pairs that one path
+// orders need no order binary.
+class TaskReach {
+ public:
+  explicit TaskReach(const Tasks& t) : words_((t.size() + 63) / 64), reach_(t.size(), std::vector<uint64_t>(words_, 0)) {
+    for (std::size_t b : t.order)
+      for (std::size_t a : t.preds[b]) {
+        reach_[b][a / 64] |= uint64_t{1} << (a % 64);
+        for (std::size_t w = 0; w < words_; ++w) reach_[b][w] |= reach_[a][w];
+      }
+  }
+  bool reaches(std::size_t a, std::size_t b) const { return ((reach_[b][a / 64] >> (a % 64)) & 1) != 0; }
+
+ private:
+  std::size_t words_;
+  std::vector<std::vector<uint64_t>> reach_;  // [b]: tasks that reach b
+};
+
+// The model's start: the best of every group on one device and HEFT's placement, scheduled in
+// the model; no schedule when none fits.
+struct StartSchedule {
+  std::optional<ModelSchedule> schedule;
+  std::vector<std::size_t> devices;  // per group: an index into ModelData::devices
+};
+
+StartSchedule start_schedule(const OpGraph& graph, const CostModel& cost, const Grouping& grouping, const Tasks& t,
+                             const ModelData& d) {
+  StartSchedule start;
+  const auto consider = [&](std::vector<std::size_t> devs) {
+    std::optional<ModelSchedule> s = schedule_in_model(t, d, cost, devs);
+    if (s && (!start.schedule || s->makespan < start.schedule->makespan)) {
+      start.schedule = std::move(s);
+      start.devices = std::move(devs);
+    }
+  };
+  for (std::size_t i = 0; i < d.devices.size(); ++i) consider(std::vector<std::size_t>(t.num_groups, i));
+  const Placement heft = heft_placement(graph, cost);
+  const Placement by_group = grouping.majority(heft, d.devices);
+  std::vector<std::size_t> devs(t.num_groups);
+  for (GroupId g = 0; g < grouping.num_groups(); ++g)
+    devs[g] = static_cast<std::size_t>(std::find(d.devices.begin(), d.devices.end(), by_group[g]) - d.devices.begin());
+  consider(std::move(devs));
+  return start;
+}
+
+// A time (ms) no schedule the model needs exceeds: the start's makespan, else every task at its
+// slowest and every transfer between every pair of targets; the bound of the start times and the
+// disjunctions' big M.
+double model_horizon_ms(const Tasks& t, const ModelData& d, const CostModel& cost, const StartSchedule& start) {
+  double horizon = 0;
+  if (start.schedule) horizon = start.schedule->makespan;
+  else {
+    for (std::size_t task = 0; task < t.size(); ++task) horizon += *std::max_element(d.p[task].begin(), d.p[task].end());
+    for (const auto& [edge, bytes] : t.sent)
+      for (DeviceId a : d.devices)
+        for (DeviceId b : d.devices) horizon += delay_ms(cost, bytes, a, b);
+  }
+  return horizon * (1 + 1e-9) + 1e-6;
+}
+
+// The mixed-integer model of placement and scheduling over tasks (docs/learners.md, "Exact
+// reference"), built row by row in a fixed order so that CBC sees the same model every run.
+struct ScheduleModel {
+  using Terms = std::vector<std::pair<int, double>>;
+  // A pair of tasks unordered by the DAG that may share a single-stream device.
+  struct Pair {
+    std::size_t a, b;
+    int y, z;  // z = −1: same group, always on one device
+  };
+
+  ScheduleModel(const Tasks& t, const ModelData& d, const CostModel& cost, double horizon)
+      : t_(t), d_(d), cost_(cost), machine_(cost.machine()), nd_(d.devices.size()), big_m_(horizon) {
+    x.assign(t.num_groups, std::vector<int>(nd_));
+    for (std::size_t g = 0; g < t.num_groups; ++g)
+      for (std::size_t i = 0; i < nd_; ++i) x[g][i] = mb.add_column(0, d.group_bytes[g] > capacity(i) ? 0 : 1, 0, true);
+    s.resize(t.size());
+    for (std::size_t task = 0; task < t.size(); ++task) s[task] = mb.add_column(0, horizon, 0, false);
+    c_max = mb.add_column(0, horizon, 1, false);
+  }
+
+  // Every group on one device; memory and work per device; the makespan after every task.
+  void add_assignment_and_device_rows() {
+    for (std::size_t g = 0; g < t_.num_groups; ++g) {
+      Terms terms;
+      for (std::size_t i = 0; i < nd_; ++i) terms.emplace_back(x[g][i], 1.0);
+      mb.add_row(std::move(terms), 'E', 1);
+    }
+    for (std::size_t i = 0; i < nd_; ++i) {
+      Terms mem, load;
+      for (std::size_t g = 0; g < t_.num_groups; ++g)
+        mem.emplace_back(x[g][i], static_cast<double>(d_.group_bytes[g]) * kMiB);
+      double pinned_work = 0;
+      if (is_cpu(i))
+        for (std::size_t task = 0; task < t_.size(); ++task)
+          if (t_.pinned[task]) pinned_work += d_.p[task][0];
+      mb.add_row(std::move(mem), 'L', static_cast<double>(capacity(i)) * kMiB);
+      // A device's work fits in the makespan on its streams: implied by the disjunctions on a
+      // single-stream device, but it gives the LP relaxation its strength.
+      load.emplace_back(c_max, std::max(1, machine_.devices[d_.devices[i]].streams));
+      for (std::size_t task = 0; task < t_.size(); ++task)
+        if (!t_.pinned[task]) load.emplace_back(x[t_.group_of_task[task]][i], -d_.p[task][i]);
+      mb.add_row(std::move(load), 'G', pinned_work);
+    }
+    for (std::size_t task = 0; task < t_.size(); ++task) {
+      Terms terms{{c_max, 1.0}, {s[task], -1.0}};
+      double rhs = 0;
+      minus_duration(task, terms, rhs);
+      mb.add_row(std::move(terms), 'G', rhs);
+    }
+  }
+
+  // Precedence with communication delays: S_b ≥ S_a + P_a + D_ab(k, l) when a is on k and b on l.
+  void add_precedence_rows() {
+    for (const auto& [edge, bytes] : t_.sent) {
+      const auto [a, b] = edge;
+      {
+        Terms terms{{s[b], 1.0}, {s[a], -1.0}};
+        double rhs = 0;
+        minus_duration(a, terms, rhs);
+        mb.add_row(std::move(terms), 'G', rhs);
+      }
+      if (bytes.empty()) continue;
+      if (!t_.pinned[a] && !t_.pinned[b] && t_.group_of_task[a] == t_.group_of_task[b]) continue;  // one device
+      for (const auto& [da, xa] : device_options(a))
+        for (const auto& [db, xb] : device_options(b)) {
+          const double delay = delay_ms(cost_, bytes, da, db);
+          if (delay <= 0) continue;
+          Terms terms{{s[b], 1.0}, {s[a], -1.0}};
+          double rhs = -delay;
+          minus_duration(a, terms, rhs);
+          if (xa >= 0) terms.emplace_back(xa, -delay);
+          else rhs += delay;
+          if (xb >= 0) terms.emplace_back(xb, -delay);
+          else rhs += delay;
+          mb.add_row(std::move(terms), 'G', rhs);
+        }
+    }
+  }
+
+  // Disjunctions: two unordered tasks on one single-stream device do not overlap.
+  void add_disjunctions(const TaskReach& reach) {
+    std::vector<std::size_t> exclusive;
+    for (std::size_t i = 0; i < nd_; ++i)
+      if (d_.single_stream(i, machine_)) exclusive.push_back(i);
+    if (exclusive.empty()) return;
+    for (std::size_t ia = 0; ia < t_.size(); ++ia)
+      for (std::size_t ib = ia + 1; ib < t_.size(); ++ib) {
+        std::size_t a = t_.order[ia], b = t_.order[ib];
+        if (t_.pinned[a] || t_.pinned[b] || reach.reaches(a, b) || reach.reaches(b, a)) continue;
+        const bool same = t_.group_of_task[a] == t_.group_of_task[b];
+        Pair pr{a, b, mb.add_column(0, 1, 0, true), same ? -1 : mb.add_column(0, 1, 0, false)};
+        // y = 1: a before b.  S_b ≥ S_a + P_a − M(1 − y) − M(1 − z);  S_a ≥ S_b + P_b − M y − M(1 − z).
+        Terms first{{s[b], 1.0}, {s[a], -1.0}, {pr.y, -big_m_}};
+        double rhs_first = -big_m_;
+        Terms second{{s[a], 1.0}, {s[b], -1.0}, {pr.y, big_m_}};
+        double rhs_second = 0;
+        minus_duration(a, first, rhs_first);
+        minus_duration(b, second, rhs_second);
+        if (!same) {
+          first.emplace_back(pr.z, -big_m_);
+          rhs_first -= big_m_;
+          second.emplace_back(pr.z, -big_m_);
+          rhs_second -= big_m_;
+          for (std::size_t i : exclusive)
+            mb.add_row({{pr.z, 1.0}, {x[t_.group_of_task[a]][i], -1.0}, {x[t_.group_of_task[b]][i], -1.0}}, 'G', -1);
+        }
+        mb.add_row(std::move(first), 'G', rhs_first);
+        mb.add_row(std::move(second), 'G', rhs_second);
+        pairs.push_back(pr);
+      }
+  }
+
+  // The start as a value for every column; it must satisfy every row.
+  std::vector<double> start_values(const StartSchedule& start) const {
+    std::vector<double> values(mb.num_columns(), 0.0);
+    for (std::size_t g = 0; g < t_.num_groups; ++g) values[static_cast<std::size_t>(x[g][start.devices[g]])] = 1;
+    for (std::size_t task = 0; task < t_.size(); ++task)
+      values[static_cast<std::size_t>(s[task])] = start.schedule->start[task];
+    values[static_cast<std::size_t>(c_max)] = start.schedule->makespan;
+    for (const Pair& pr : pairs) {
+      values[static_cast<std::size_t>(pr.y)] = t_.position[pr.a] < t_.position[pr.b] ? 1 : 0;
+      if (pr.z >= 0)
+        values[static_cast<std::size_t>(pr.z)] =
+            start.devices[t_.group_of_task[pr.a]] == start.devices[t_.group_of_task[pr.b]] ? 1 : 0;
+    }
+    const auto [broken, row] = mb.violation(values);
+    PLACELAB_CHECK(broken < 1e-6) << "exact: the start breaks row " << row << " by " << broken;
+    return values;
+  }
+
+  MilpBuilder mb;
+  std::vector<std::vector<int>> x;  // [group][i]: the group is on devices[i]
+  std::vector<int> s;               // [task]: its start (ms)
+  int c_max = 0;                    // the makespan (ms), the objective
+  std::vector<Pair> pairs;
+
+ private:
+  bool is_cpu(std::size_t i) const { return d_.cpu && d_.devices[i] == *d_.cpu; }
+  int64_t capacity(std::size_t i) const {
+    return machine_.devices[d_.devices[i]].memory_bytes - (is_cpu(i) ? d_.pinned_bytes : 0);
+  }
+  // −P_a as terms (non-pinned) or as a constant moved to the right-hand side (pinned).
+  void minus_duration(std::size_t task, Terms& terms, double& rhs) const {
+    if (t_.pinned[task]) rhs += d_.p[task][0];
+    else
+      for (std::size_t i = 0; i < nd_; ++i) terms.emplace_back(x[t_.group_of_task[task]][i], -d_.p[task][i]);
+  }
+  // (device, x column or −1 when fixed) for each device a task may run on.
+  std::vector<std::pair<DeviceId, int>> device_options(std::size_t task) const {
+    std::vector<std::pair<DeviceId, int>> o;
+    if (t_.pinned[task]) o.emplace_back(*d_.cpu, -1);
+    else
+      for (std::size_t i = 0; i < nd_; ++i) o.emplace_back(d_.devices[i], x[t_.group_of_task[task]][i]);
+    return o;
+  }
+
+  const Tasks& t_;
+  const ModelData& d_;
+  const CostModel& cost_;
+  const Machine& machine_;
+  std::size_t nd_;
+  double big_m_;
+};
+
+// CBC's answer into the result: status, objective, bound, and the placement of its incumbent.
+void read_solution(Cbc_Model* model, const OpGraph& graph, const Grouping& grouping, const ModelData& d,
+                   const ScheduleModel& sm, ExactResult& result) {
+  const double* sol = Cbc_getColSolution(model);
+  const bool optimal = Cbc_isProvenOptimal(model) != 0;
+  const bool has_incumbent = sol != nullptr && Cbc_numberSavedSolutions(model) > 0 && !Cbc_isProvenInfeasible(model);
+  if (!optimal && !has_incumbent) {
+    result.status = ExactStatus::kNoIncumbent;
+    result.best_bound_s = Cbc_getBestPossibleObjValue(model) / kMs;
+    return;
+  }
+  result.status = optimal ? ExactStatus::kOptimal : ExactStatus::kTimeLimit;
+  result.objective_s = Cbc_getObjValue(model) / kMs;
+  result.best_bound_s = std::min(result.objective_s, Cbc_getBestPossibleObjValue(model) / kMs);
+  result.gap = result.objective_s > 0 ? (result.objective_s - result.best_bound_s) / result.objective_s : 0;
+
+  result.group_devices.assign(grouping.num_groups(), d.devices.front());
+  for (GroupId g = 0; g < grouping.num_groups(); ++g) {
+    const std::vector<int>& row = sm.x[g];
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < d.devices.size(); ++i)
+      if (sol[row[i]] > sol[row[best]]) best = i;
+    result.group_devices[g] = d.devices[best];
+  }
+  result.placement = grouping.expand(result.group_devices);
+  if (d.cpu)
+    for (OpId op = 0; op < graph.num_ops(); ++op)
+      if (graph.op(op).cpu_only) result.placement[op] = *d.cpu;
+}
+
 }  // namespace
 
 ExactResult solve_exact(const OpGraph& graph, const CostModel& cost, const Grouping& grouping,
@@ -484,187 +759,20 @@ ExactResult solve_exact(const OpGraph& graph, const CostModel& cost, const Group
         "exact: {} groups is more than exact.max_groups = {}: the model's ordering binaries grow as the square "
         "of its tasks; use a coarser grouping (scope_units, layer, or metis with fewer groups)",
         t.num_groups, options.max_groups));
+  fill_task_times(graph, cost, grouping, t, d);
+  const StartSchedule start = start_schedule(graph, cost, grouping, t, d);
 
-  const std::size_t nd = d.devices.size();
-  d.p.assign(t.size(), std::vector<double>(nd, 0.0));
-  d.group_bytes.assign(t.num_groups, 0);
-  for (OpId op = 0; op < graph.num_ops(); ++op) {
-    const Op& o = graph.op(op);
-    const std::size_t task = t.task_of_op[op];
-    const bool soft = d.cpu && o.cpu_only;
-    if (t.pinned[task]) d.p[task][0] += cost.op_time_s(o, *d.cpu) * kMs;
-    else
-      for (std::size_t i = 0; i < nd; ++i)
-        d.p[task][i] += cost.op_time_s(o, soft ? *d.cpu : d.devices[i]) * kMs;
-    if (soft) d.pinned_bytes += o.persistent_bytes;
-    else d.group_bytes[grouping.group_of(op)] += o.persistent_bytes;
-  }
+  ScheduleModel sm(t, d, cost, model_horizon_ms(t, d, cost, start));
+  sm.add_assignment_and_device_rows();
+  sm.add_precedence_rows();
+  sm.add_disjunctions(TaskReach(t));
 
-  // Reachability over the task DAG (bitsets, in topological order): pairs that one path orders
-  // need no order binary.
-  const std::size_t words = (t.size() + 63) / 64;
-  std::vector<std::vector<uint64_t>> reach(t.size(), std::vector<uint64_t>(words, 0));  // [b]: tasks that reach b
-  for (std::size_t b : t.order)
-    for (std::size_t a : t.preds[b]) {
-      reach[b][a / 64] |= uint64_t{1} << (a % 64);
-      for (std::size_t w = 0; w < words; ++w) reach[b][w] |= reach[a][w];
-    }
-  const auto reaches = [&](std::size_t a, std::size_t b) { return ((reach[b][a / 64] >> (a % 64)) & 1) != 0; };
-
-  // The start: the best of every group on one device and HEFT's placement, scheduled in the model.
   ExactResult result;
-  std::optional<ModelSchedule> start;
-  std::vector<std::size_t> start_devices;
-  const auto consider = [&](std::vector<std::size_t> devs) {
-    std::optional<ModelSchedule> s = schedule_in_model(t, d, cost, devs);
-    if (s && (!start || s->makespan < start->makespan)) {
-      start = std::move(s);
-      start_devices = std::move(devs);
-    }
-  };
-  for (std::size_t i = 0; i < nd; ++i) consider(std::vector<std::size_t>(t.num_groups, i));
-  {
-    const Placement heft = heft_placement(graph, cost);
-    const Placement by_group = grouping.majority(heft, d.devices);
-    std::vector<std::size_t> devs(t.num_groups);
-    for (GroupId g = 0; g < grouping.num_groups(); ++g)
-      devs[g] = static_cast<std::size_t>(std::find(d.devices.begin(), d.devices.end(), by_group[g]) - d.devices.begin());
-    consider(std::move(devs));
-  }
-  double horizon = 0;  // ms; no schedule the model needs is longer
-  if (start) horizon = start->makespan;
-  else {
-    for (std::size_t task = 0; task < t.size(); ++task) horizon += *std::max_element(d.p[task].begin(), d.p[task].end());
-    for (const auto& [edge, bytes] : t.sent)
-      for (DeviceId a : d.devices)
-        for (DeviceId b : d.devices) horizon += delay_ms(cost, bytes, a, b);
-  }
-  horizon = horizon * (1 + 1e-9) + 1e-6;
-  const double big_m = horizon;
-
-  // ---- The model ----
-  MilpBuilder mb;
-  std::vector<std::vector<int>> x(t.num_groups, std::vector<int>(nd));
-  for (std::size_t g = 0; g < t.num_groups; ++g)
-    for (std::size_t i = 0; i < nd; ++i) {
-      int64_t capacity = machine.devices[d.devices[i]].memory_bytes;
-      if (d.cpu && d.devices[i] == *d.cpu) capacity -= d.pinned_bytes;
-      x[g][i] = mb.add_column(0, d.group_bytes[g] > capacity ? 0 : 1, 0, true);
-    }
-  std::vector<int> s(t.size());
-  for (std::size_t task = 0; task < t.size(); ++task) s[task] = mb.add_column(0, horizon, 0, false);
-  const int c_max = mb.add_column(0, horizon, 1, false);
-
-  using Terms = std::vector<std::pair<int, double>>;
-  // −P_a as terms (non-pinned) or as a constant moved to the right-hand side (pinned).
-  const auto minus_duration = [&](std::size_t task, Terms& terms, double& rhs) {
-    if (t.pinned[task]) rhs += d.p[task][0];
-    else
-      for (std::size_t i = 0; i < nd; ++i) terms.emplace_back(x[t.group_of_task[task]][i], -d.p[task][i]);
-  };
-
-  for (std::size_t g = 0; g < t.num_groups; ++g) {
-    Terms terms;
-    for (std::size_t i = 0; i < nd; ++i) terms.emplace_back(x[g][i], 1.0);
-    mb.add_row(std::move(terms), 'E', 1);
-  }
-  for (std::size_t i = 0; i < nd; ++i) {
-    Terms mem, load;
-    for (std::size_t g = 0; g < t.num_groups; ++g) mem.emplace_back(x[g][i], static_cast<double>(d.group_bytes[g]) * kMiB);
-    int64_t capacity = machine.devices[d.devices[i]].memory_bytes;
-    double pinned_work = 0;
-    if (d.cpu && d.devices[i] == *d.cpu) {
-      capacity -= d.pinned_bytes;
-      for (std::size_t task = 0; task < t.size(); ++task)
-        if (t.pinned[task]) pinned_work += d.p[task][0];
-    }
-    mb.add_row(std::move(mem), 'L', static_cast<double>(capacity) * kMiB);
-    // A device's work fits in the makespan on its streams: implied by the disjunctions on a
-    // single-stream device, but it gives the LP relaxation its strength.
-    load.emplace_back(c_max, std::max(1, machine.devices[d.devices[i]].streams));
-    for (std::size_t task = 0; task < t.size(); ++task)
-      if (!t.pinned[task]) load.emplace_back(x[t.group_of_task[task]][i], -d.p[task][i]);
-    mb.add_row(std::move(load), 'G', pinned_work);
-  }
-  for (std::size_t task = 0; task < t.size(); ++task) {
-    Terms terms{{c_max, 1.0}, {s[task], -1.0}};
-    double rhs = 0;
-    minus_duration(task, terms, rhs);
-    mb.add_row(std::move(terms), 'G', rhs);
-  }
-  // Precedence with communication delays: S_b ≥ S_a + P_a + D_ab(k, l) when a is on k and b on l.
-  const auto device_options = [&](std::size_t task) {
-    std::vector<std::pair<DeviceId, int>> o;  // (device, x column or −1 when fixed)
-    if (t.pinned[task]) o.emplace_back(*d.cpu, -1);
-    else
-      for (std::size_t i = 0; i < nd; ++i) o.emplace_back(d.devices[i], x[t.group_of_task[task]][i]);
-    return o;
-  };
-  for (const auto& [edge, bytes] : t.sent) {
-    const auto [a, b] = edge;
-    {
-      Terms terms{{s[b], 1.0}, {s[a], -1.0}};
-      double rhs = 0;
-      minus_duration(a, terms, rhs);
-      mb.add_row(std::move(terms), 'G', rhs);
-    }
-    if (bytes.empty()) continue;
-    if (!t.pinned[a] && !t.pinned[b] && t.group_of_task[a] == t.group_of_task[b]) continue;  // one device
-    for (const auto& [da, xa] : device_options(a))
-      for (const auto& [db, xb] : device_options(b)) {
-        const double delay = delay_ms(cost, bytes, da, db);
-        if (delay <= 0) continue;
-        Terms terms{{s[b], 1.0}, {s[a], -1.0}};
-        double rhs = -delay;
-        minus_duration(a, terms, rhs);
-        if (xa >= 0) terms.emplace_back(xa, -delay);
-        else rhs += delay;
-        if (xb >= 0) terms.emplace_back(xb, -delay);
-        else rhs += delay;
-        mb.add_row(std::move(terms), 'G', rhs);
-      }
-  }
-  // Disjunctions: two unordered tasks on one single-stream device do not overlap.
-  std::vector<std::size_t> exclusive;
-  for (std::size_t i = 0; i < nd; ++i)
-    if (d.single_stream(i, machine)) exclusive.push_back(i);
-  struct Pair {
-    std::size_t a, b;
-    int y, z;  // z = −1: same group, always on one device
-  };
-  std::vector<Pair> pairs;
-  if (!exclusive.empty())
-    for (std::size_t ia = 0; ia < t.size(); ++ia)
-      for (std::size_t ib = ia + 1; ib < t.size(); ++ib) {
-        std::size_t a = t.order[ia], b = t.order[ib];
-        if (t.pinned[a] || t.pinned[b] || reaches(a, b) || reaches(b, a)) continue;
-        const bool same = t.group_of_task[a] == t.group_of_task[b];
-        Pair pr{a, b, mb.add_column(0, 1, 0, true), same ? -1 : mb.add_column(0, 1, 0, false)};
-        // y = 1: a before b.  S_b ≥ S_a + P_a − M(1 − y) − M(1 − z);  S_a ≥ S_b + P_b − M y − M(1 − z).
-        Terms first{{s[b], 1.0}, {s[a], -1.0}, {pr.y, -big_m}};
-        double rhs_first = -big_m;
-        Terms second{{s[a], 1.0}, {s[b], -1.0}, {pr.y, big_m}};
-        double rhs_second = 0;
-        minus_duration(a, first, rhs_first);
-        minus_duration(b, second, rhs_second);
-        if (!same) {
-          first.emplace_back(pr.z, -big_m);
-          rhs_first -= big_m;
-          second.emplace_back(pr.z, -big_m);
-          rhs_second -= big_m;
-          for (std::size_t i : exclusive)
-            mb.add_row({{pr.z, 1.0}, {x[t.group_of_task[a]][i], -1.0}, {x[t.group_of_task[b]][i], -1.0}}, 'G', -1);
-        }
-        mb.add_row(std::move(first), 'G', rhs_first);
-        mb.add_row(std::move(second), 'G', rhs_second);
-        pairs.push_back(pr);
-      }
-
   result.groups = t.num_groups;
   result.tasks = t.size();
-  result.variables = mb.num_columns();
-  result.integer_variables = mb.num_integer();
-  result.constraints = mb.num_rows();
+  result.variables = sm.mb.num_columns();
+  result.integer_variables = sm.mb.num_integer();
+  result.constraints = sm.mb.num_rows();
 
   // The relaxation first, with a fifth of the time: it has no order binaries and solves fast.
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
@@ -672,52 +780,16 @@ ExactResult solve_exact(const OpGraph& graph, const CostModel& cost, const Group
     result.group_bound_s = bound->first;
     result.group_bound_optimal = bound->second;
   }
-  std::unique_ptr<Cbc_Model, CbcDeleter> model = make_cbc(mb, options, options.time_limit_s - elapsed());
-  if (start) {
-    std::vector<double> values(mb.num_columns(), 0.0);
-    for (std::size_t g = 0; g < t.num_groups; ++g) values[static_cast<std::size_t>(x[g][start_devices[g]])] = 1;
-    for (std::size_t task = 0; task < t.size(); ++task) values[static_cast<std::size_t>(s[task])] = start->start[task];
-    values[static_cast<std::size_t>(c_max)] = start->makespan;
-    for (const Pair& pr : pairs) {
-      values[static_cast<std::size_t>(pr.y)] = t.position[pr.a] < t.position[pr.b] ? 1 : 0;
-      if (pr.z >= 0)
-        values[static_cast<std::size_t>(pr.z)] = start_devices[t.group_of_task[pr.a]] == start_devices[t.group_of_task[pr.b]] ? 1 : 0;
-    }
-    const auto [broken, row] = mb.violation(values);
-    PLACELAB_CHECK(broken < 1e-6) << "exact: the start breaks row " << row << " by " << broken;
+  std::unique_ptr<Cbc_Model, CbcDeleter> model = make_cbc(sm.mb, options, options.time_limit_s - elapsed());
+  if (start.schedule) {
+    std::vector<double> values = sm.start_values(start);
     std::vector<int> idx(values.size());
     std::iota(idx.begin(), idx.end(), 0);
     Cbc_setMIPStartI(model.get(), static_cast<int>(idx.size()), idx.data(), values.data());
   }
   Cbc_solve(model.get());
-  result.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-  const double* sol = Cbc_getColSolution(model.get());
-  const bool optimal = Cbc_isProvenOptimal(model.get()) != 0;
-  const bool has_incumbent = sol != nullptr && Cbc_numberSavedSolutions(model.get()) > 0 &&
-                             !Cbc_isProvenInfeasible(model.get());
-  if (!optimal && !has_incumbent) {
-    result.status = ExactStatus::kNoIncumbent;
-    result.best_bound_s = Cbc_getBestPossibleObjValue(model.get()) / kMs;
-    return result;
-  }
-  result.status = optimal ? ExactStatus::kOptimal : ExactStatus::kTimeLimit;
-  result.objective_s = Cbc_getObjValue(model.get()) / kMs;
-  result.best_bound_s = std::min(result.objective_s, Cbc_getBestPossibleObjValue(model.get()) / kMs);
-  result.gap = result.objective_s > 0 ? (result.objective_s - result.best_bound_s) / result.objective_s : 0;
-
-  result.group_devices.assign(grouping.num_groups(), d.devices.front());
-  for (GroupId g = 0; g < grouping.num_groups(); ++g) {
-    const std::vector<int>& row = x[g];
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < nd; ++i)
-      if (sol[row[i]] > sol[row[best]]) best = i;
-    result.group_devices[g] = d.devices[best];
-  }
-  result.placement = grouping.expand(result.group_devices);
-  if (d.cpu)
-    for (OpId op = 0; op < graph.num_ops(); ++op)
-      if (graph.op(op).cpu_only) result.placement[op] = *d.cpu;
+  result.solve_s = elapsed();
+  read_solution(model.get(), graph, grouping, d, sm, result);
   return result;
 }
 
