@@ -212,6 +212,161 @@ std::vector<Scenario> read_sweep(const std::vector<std::filesystem::path>& files
   return scenarios;
 }
 
+namespace {
+
+// The readers of the scenario's compound keys, one per key, each filling its part of `s`.
+
+void read_seeds(const Reader& r, const YAML::Node& v, Scenario& s) {
+  s.seeds.clear();
+  if (v.IsSequence()) {
+    if (v.size() > static_cast<std::size_t>(kMaxSeeds)) r.fail(v, "seeds: at most " + std::to_string(kMaxSeeds) + " seeds");
+    for (const auto& x : v) {
+      const auto seed = static_cast<uint64_t>(r.non_negative("seeds[]", x));
+      if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
+        r.fail(x, "seeds[] = " + std::to_string(seed) + ": listed twice (each seed is one run)");
+      s.seeds.push_back(seed);
+    }
+    if (s.seeds.empty()) r.fail(v, "seeds: must list at least one seed");
+  } else {
+    int64_t n = r.at_most("seeds", v, kMaxSeeds);
+    for (int64_t i = 1; i <= n; ++i) s.seeds.push_back(static_cast<uint64_t>(i));
+  }
+}
+
+void read_learners(const Reader& r, const YAML::Node& v, Scenario& s) {
+  r.for_each_entry(
+      v, "learners", names_and_aliases(learner_registry()),
+      [&](const std::string& name, const YAML::Node& opts) {
+        const LearnerEntry& entry = *find_learner(name);
+        for (const LearnerSpec& other : s.learners)
+          if (other.config.name == entry.name)
+            r.fail(opts, "learners." + name + ": the same learner as " + entry.name + ", given twice");
+        s.learners.push_back(parse_learner(r, entry, name, opts));
+      },
+      learner_names());
+}
+
+void read_baselines(const Reader& r, const YAML::Node& v, Scenario& s) {
+  if (!v.IsSequence()) r.fail(v, "baselines: must be a list of baseline names: " + baseline_names());
+  for (const auto& b : v) {
+    std::string name = r.string("baselines[]", b);
+    // "name" or "name:argument" for a baseline that takes one (exact:30),
+    // checked and compared in the baseline's own form (random:07 is random:7).
+    std::string spec;
+    try {
+      spec = canonical_baseline(name, "baselines[]");
+    } catch (const InputError& e) {
+      r.fail(b, e.what());
+    }
+    if (std::find(s.baselines.begin(), s.baselines.end(), spec) != s.baselines.end())
+      r.fail(b, "baselines[] = " + name + ": listed twice");
+    s.baselines.push_back(spec);
+  }
+}
+
+void read_verify(const Reader& r, const YAML::Node& v, Scenario& s) {
+  bool rounds_set = false;
+  s.verify.line = v.Mark().line + 1;
+  r.for_each_entry(v, "verify", {"backend", "every", "steps", "in_situ", "rounds", "model", "args"}, [&](const std::string& k, const YAML::Node& x) {
+    if (k == "backend") s.verify.backend = r.choice("verify.backend", x, {"cpu", "torch", "none"});
+    else if (k == "model") s.verify.torch_model = r.string("verify.model", x);
+    else if (k == "args") s.verify.torch_args = r.string("verify.args", x);
+    else if (k == "every") s.verify.every = r.positive("verify.every", x);
+    else if (k == "in_situ") s.verify.in_situ = r.scalar<bool>("verify.in_situ", x, "true or false");
+    else if (k == "rounds") {
+      const int64_t n = r.at_most("verify.rounds", x, kMaxVerifyRounds);
+      s.verify.rounds = static_cast<int>(n);
+      rounds_set = true;
+    } else {
+      const auto steps = r.scalar<int64_t>("verify.steps", x, "a whole number");
+      try {
+        check_measured_steps(steps, "verify.steps");
+      } catch (const InputError& e) {
+        r.fail(x, e.what());
+      }
+      s.verify.steps = static_cast<int>(steps);
+    }
+  });
+  if (s.verify.in_situ && !rounds_set) s.verify.rounds = 3;
+  if (rounds_set && !s.verify.in_situ) r.fail(v, "verify.rounds: only with `in_situ: true`");
+  if (s.verify.backend == "none") s.verify.backend.clear();
+  if (!s.verify.backend.empty() && s.verify.every == 0) r.fail(v, "verify: needs `every: N` (samples)");
+  if (s.verify.backend == "torch" && s.verify.torch_model.empty())
+    r.fail(v, "verify: backend torch needs `model:`, the model placelab.torch builds (torchvision:NAME or module:function)");
+  if (s.verify.backend != "torch" && !(s.verify.torch_model.empty() && s.verify.torch_args.empty()))
+    r.fail(v, "verify.model, verify.args: only with `backend: torch`");
+  if (s.verify.backend == "torch" && s.verify.in_situ) r.fail(v, "verify.in_situ: only with `backend: cpu`");
+}
+
+// The paper's figures: its source, notes, and a step time (or OOM) per learner or baseline.
+void read_paper(const Reader& r, const YAML::Node& v, Scenario& s) {
+  std::vector<std::string> keys = names_and_aliases(learner_registry());
+  std::vector<std::string> baselines = names_and_aliases(baseline_registry());
+  keys.insert(keys.end(), baselines.begin(), baselines.end());
+  keys.insert(keys.begin(), {"source", "notes"});
+  r.for_each_entry(
+      v, "paper", keys,
+      [&](const std::string& k, const YAML::Node& x) {
+        if (k == "source") {
+          s.paper_source = r.string("paper.source", x);
+          return;
+        }
+        if (k == "notes") {
+          s.paper_notes = r.string("paper.notes", x);
+          return;
+        }
+        const LearnerEntry* learner = find_learner(k);
+        const std::string name = learner ? learner->name : find_baseline(k)->name;
+        if (s.paper.count(name)) r.fail(x, "paper." + k + ": the same as " + name + ", given twice");
+        PaperFigure f;
+        if (x.IsScalar() && x.Scalar() == "OOM") f.oom = true;
+        else {
+          f.step_time_s = r.scalar<double>("paper." + k, x, "seconds per step or OOM");
+          if (!(f.step_time_s > 0) || !std::isfinite(f.step_time_s))
+            r.fail(x, r.where("paper." + k, x) + ": must be a finite number > 0, or OOM");
+        }
+        s.paper[name] = f;
+      },
+      "source, notes, a learner (" + learner_names() + ") or a baseline (" + baseline_names() + ")");
+}
+
+// One top-level key of the scenario file at `path` into `s`; `have_model` notes model or graph.
+void read_top_level_key(const Reader& r, const std::filesystem::path& path, const std::string& key,
+                        const YAML::Node& v, Scenario& s, bool& have_model) {
+  if (key == "name") {
+    // The name is the default output folder, results/<name>: a name, never a path.
+    s.name = r.string(key, v);
+    if (!is_plain_name(s.name))
+      r.fail(v, r.where(key, v) + ": must be a plain name (letters, digits, '.', '_', '-'; not starting with '.'; at most " +
+                    std::to_string(kMaxNameLength) + " characters): it names the output folder");
+  } else if (key == "description") s.description = r.string(key, v);
+  else if (key == "model") s.model = r.string(key, v), have_model = true;
+  else if (key == "graph") s.graph = resolve_relative(path, r.string(key, v)), have_model = true;
+  else if (key == "machine") {
+    std::string m = r.string(key, v);
+    bool looks_like_file = m.find('/') != std::string::npos || m.ends_with(".yaml") || m.ends_with(".yml");
+    s.machine = looks_like_file ? resolve_relative(path, m).string() : m;
+  } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
+  else if (key == "grouping") s.grouping = r.choice(key, v, grouping_names());
+  else if (key == "groups") s.metis_groups = static_cast<int>(r.at_most(key, v, kMaxGroupCount));
+  else if (key == "op_level") s.op_level = r.scalar<bool>(key, v, "true or false");
+  else if (key == "module_depth") {
+    const int64_t depth = r.non_negative(key, v);
+    if (depth > kMaxModuleDepth) r.fail(v, r.where(key, v) + ": must be at most " + std::to_string(kMaxModuleDepth));
+    s.module_depth = static_cast<int>(depth);
+  } else if (key == "samples") s.samples = r.at_most(key, v, kMaxSamples);
+  else if (key == "batch") s.batch = r.at_most(key, v, kMaxBatch);
+  else if (key == "seeds") read_seeds(r, v, s);
+  else if (key == "learners") read_learners(r, v, s);
+  else if (key == "baselines") read_baselines(r, v, s);
+  else if (key == "verify") read_verify(r, v, s);
+  else if (key == "checkpoint_every") s.checkpoint_every = r.non_negative(key, v);
+  else if (key == "output") s.output = r.string(key, v);
+  else if (key == "paper") read_paper(r, v, s);
+}
+
+}  // namespace
+
 Scenario read_scenario(const std::filesystem::path& path) {
   std::error_code exists_error;
   if (!std::filesystem::exists(path, exists_error)) throw InputError(path.string() + ": cannot read the scenario file");
@@ -231,141 +386,7 @@ Scenario read_scenario(const std::filesystem::path& path) {
   r.for_each_entry(root, "",
                    {"name", "description", "model", "graph", "machine", "devices", "grouping", "groups", "module_depth", "op_level", "samples",
                     "batch", "seeds", "learners", "baselines", "verify", "checkpoint_every", "output", "paper"},
-                   [&](const std::string& key, const YAML::Node& v) {
-                     if (key == "name") {
-                       // The name is the default output folder, results/<name>: a name, never a path.
-                       s.name = r.string(key, v);
-                       if (!is_plain_name(s.name))
-                         r.fail(v, r.where(key, v) + ": must be a plain name (letters, digits, '.', '_', '-'; not starting with '.'; at most " +
-                                       std::to_string(kMaxNameLength) + " characters): it names the output folder");
-                     }
-                     else if (key == "description") s.description = r.string(key, v);
-                     else if (key == "model") s.model = r.string(key, v), have_model = true;
-                     else if (key == "graph") s.graph = resolve_relative(path, r.string(key, v)), have_model = true;
-                     else if (key == "machine") {
-                       std::string m = r.string(key, v);
-                       bool looks_like_file = m.find('/') != std::string::npos || m.ends_with(".yaml") || m.ends_with(".yml");
-                       s.machine = looks_like_file ? resolve_relative(path, m).string() : m;
-                     } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
-                     else if (key == "grouping")
-                       s.grouping = r.choice(key, v, grouping_names());
-                     else if (key == "groups") s.metis_groups = static_cast<int>(r.at_most(key, v, kMaxGroupCount));
-                     else if (key == "op_level") s.op_level = r.scalar<bool>(key, v, "true or false");
-                     else if (key == "module_depth") {
-                       const int64_t depth = r.non_negative(key, v);
-                       if (depth > kMaxModuleDepth) r.fail(v, r.where(key, v) + ": must be at most " + std::to_string(kMaxModuleDepth));
-                       s.module_depth = static_cast<int>(depth);
-                     }
-                     else if (key == "samples") s.samples = r.at_most(key, v, kMaxSamples);
-                     else if (key == "batch") s.batch = r.at_most(key, v, kMaxBatch);
-                     else if (key == "seeds") {
-                       s.seeds.clear();
-                       if (v.IsSequence()) {
-                         if (v.size() > static_cast<std::size_t>(kMaxSeeds))
-                           r.fail(v, "seeds: at most " + std::to_string(kMaxSeeds) + " seeds");
-                         for (const auto& x : v) {
-                           const auto seed = static_cast<uint64_t>(r.non_negative("seeds[]", x));
-                           if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
-                             r.fail(x, "seeds[] = " + std::to_string(seed) + ": listed twice (each seed is one run)");
-                           s.seeds.push_back(seed);
-                         }
-                         if (s.seeds.empty()) r.fail(v, "seeds: must list at least one seed");
-                       } else {
-                         int64_t n = r.at_most(key, v, kMaxSeeds);
-                         for (int64_t i = 1; i <= n; ++i) s.seeds.push_back(static_cast<uint64_t>(i));
-                       }
-                     } else if (key == "learners") {
-                       r.for_each_entry(
-                           v, "learners", names_and_aliases(learner_registry()),
-                           [&](const std::string& name, const YAML::Node& opts) {
-                             const LearnerEntry& entry = *find_learner(name);
-                             for (const LearnerSpec& other : s.learners)
-                               if (other.config.name == entry.name)
-                                 r.fail(opts, "learners." + name + ": the same learner as " + entry.name + ", given twice");
-                             s.learners.push_back(parse_learner(r, entry, name, opts));
-                           },
-                           learner_names());
-                     } else if (key == "baselines") {
-                       if (!v.IsSequence()) r.fail(v, "baselines: must be a list of baseline names: " + baseline_names());
-                       for (const auto& b : v) {
-                         std::string name = r.string("baselines[]", b);
-                         // "name" or "name:argument" for a baseline that takes one (exact:30),
-                         // checked and compared in the baseline's own form (random:07 is random:7).
-                         std::string spec;
-                         try {
-                           spec = canonical_baseline(name, "baselines[]");
-                         } catch (const InputError& e) {
-                           r.fail(b, e.what());
-                         }
-                         if (std::find(s.baselines.begin(), s.baselines.end(), spec) != s.baselines.end())
-                           r.fail(b, "baselines[] = " + name + ": listed twice");
-                         s.baselines.push_back(spec);
-                       }
-                     } else if (key == "verify") {
-                       bool rounds_set = false;
-                       s.verify.line = v.Mark().line + 1;
-                       r.for_each_entry(v, "verify", {"backend", "every", "steps", "in_situ", "rounds", "model", "args"}, [&](const std::string& k, const YAML::Node& x) {
-                         if (k == "backend") s.verify.backend = r.choice("verify.backend", x, {"cpu", "torch", "none"});
-                         else if (k == "model") s.verify.torch_model = r.string("verify.model", x);
-                         else if (k == "args") s.verify.torch_args = r.string("verify.args", x);
-                         else if (k == "every") s.verify.every = r.positive("verify.every", x);
-                         else if (k == "in_situ") s.verify.in_situ = r.scalar<bool>("verify.in_situ", x, "true or false");
-                         else if (k == "rounds") {
-                           const int64_t n = r.at_most("verify.rounds", x, kMaxVerifyRounds);
-                           s.verify.rounds = static_cast<int>(n);
-                           rounds_set = true;
-                         } else {
-                           const auto steps = r.scalar<int64_t>("verify.steps", x, "a whole number");
-                           try {
-                             check_measured_steps(steps, "verify.steps");
-                           } catch (const InputError& e) {
-                             r.fail(x, e.what());
-                           }
-                           s.verify.steps = static_cast<int>(steps);
-                         }
-                       });
-                       if (s.verify.in_situ && !rounds_set) s.verify.rounds = 3;
-                       if (rounds_set && !s.verify.in_situ) r.fail(v, "verify.rounds: only with `in_situ: true`");
-                       if (s.verify.backend == "none") s.verify.backend.clear();
-                       if (!s.verify.backend.empty() && s.verify.every == 0) r.fail(v, "verify: needs `every: N` (samples)");
-                       if (s.verify.backend == "torch" && s.verify.torch_model.empty())
-                         r.fail(v, "verify: backend torch needs `model:`, the model placelab.torch builds (torchvision:NAME or module:function)");
-                       if (s.verify.backend != "torch" && !(s.verify.torch_model.empty() && s.verify.torch_args.empty()))
-                         r.fail(v, "verify.model, verify.args: only with `backend: torch`");
-                       if (s.verify.backend == "torch" && s.verify.in_situ) r.fail(v, "verify.in_situ: only with `backend: cpu`");
-                     } else if (key == "checkpoint_every") s.checkpoint_every = r.non_negative(key, v);
-                     else if (key == "output") s.output = r.string(key, v);
-                     else if (key == "paper") {
-                       std::vector<std::string> keys = names_and_aliases(learner_registry());
-                       std::vector<std::string> baselines = names_and_aliases(baseline_registry());
-                       keys.insert(keys.end(), baselines.begin(), baselines.end());
-                       keys.insert(keys.begin(), {"source", "notes"});
-                       r.for_each_entry(
-                           v, "paper", keys,
-                           [&](const std::string& k, const YAML::Node& x) {
-                             if (k == "source") {
-                               s.paper_source = r.string("paper.source", x);
-                               return;
-                             }
-                             if (k == "notes") {
-                               s.paper_notes = r.string("paper.notes", x);
-                               return;
-                             }
-                             const LearnerEntry* learner = find_learner(k);
-                             const std::string name = learner ? learner->name : find_baseline(k)->name;
-                             if (s.paper.count(name)) r.fail(x, "paper." + k + ": the same as " + name + ", given twice");
-                             PaperFigure f;
-                             if (x.IsScalar() && x.Scalar() == "OOM") f.oom = true;
-                             else {
-                               f.step_time_s = r.scalar<double>("paper." + k, x, "seconds per step or OOM");
-                               if (!(f.step_time_s > 0) || !std::isfinite(f.step_time_s))
-                                 r.fail(x, r.where("paper." + k, x) + ": must be a finite number > 0, or OOM");
-                             }
-                             s.paper[name] = f;
-                           },
-                           "source, notes, a learner (" + learner_names() + ") or a baseline (" + baseline_names() + ")");
-                     }
-                   });
+                   [&](const std::string& key, const YAML::Node& v) { read_top_level_key(r, path, key, v, s, have_model); });
   if (!have_model) throw InputError(path.string() + ":1: the scenario needs `model: <zoo spec>` or `graph: <file.json>`");
   if (!s.model.empty() && !s.graph.empty())
     throw InputError(path.string() + ": give one of `model` and `graph`, not both");
