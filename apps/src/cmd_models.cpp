@@ -4,6 +4,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <sstream>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include "inputs.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/units.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/models/onnx_import.h"
@@ -132,12 +134,7 @@ void print_inspect(const nlohmann::json& j) {
   table("op type (by work)", j["by_type"], 15);
 }
 
-}  // namespace
-
-void add_models_commands(CLI::App& app) {
-  auto* models_cmd = app.add_subcommand("models", "List the model zoo with its default settings");
-  models_cmd->callback(run_models);
-
+void add_export_command(CLI::App& app) {
   struct ExportArgs {
     std::string model, out;
     std::string batch, granularity, optimizer;
@@ -172,7 +169,9 @@ void add_models_commands(CLI::App& app) {
                  m.graph.num_edges(), m.stats.parameters, m.spec.to_string());
     }
   });
+}
 
+void add_import_command(CLI::App& app) {
   struct ImportArgs {
     std::string file, out, optimizer = "sgd", granularity = "op", execution = "dataflow";
     int64_t batch = 0;
@@ -229,7 +228,24 @@ void add_models_commands(CLI::App& app) {
       fmt::print("{}\nwrote {}: {} ops, {} edges\n", report.brief_report(), im->out, g.num_ops(), g.num_edges());
     }
   });
+}
 
+// The device `inspect --machine` prices every op on: the one --device names, else the first GPU,
+// else device 0.
+DeviceId inspect_device(const Machine& m, const std::string& name) {
+  if (!name.empty()) {
+    const auto d = m.find_device(name);
+    if (!d)
+      throw InputError("--device " + name + ": not a device of " + m.name + " (" +
+                       join_names(m.devices | std::views::transform(&Device::name)) + ")");
+    return *d;
+  }
+  for (std::size_t d = 0; d < m.devices.size(); ++d)
+    if (m.devices[d].kind == DeviceKind::kGpu) return static_cast<DeviceId>(d);
+  return 0;
+}
+
+void add_inspect_command(CLI::App& app) {
   struct InspectArgs {
     std::string graph, model, machine, device;
     bool json = false;
@@ -256,22 +272,7 @@ void add_models_commands(CLI::App& app) {
     if (!in->machine.empty()) {
       ms = load_machine_source(in->machine);
       const Machine& m = ms->machine;
-      DeviceId device = 0;
-      if (!in->device.empty()) {
-        auto d = m.find_device(in->device);
-        if (!d) {
-          std::string names;
-          for (const Device& x : m.devices) names += (names.empty() ? "" : ", ") + x.name;
-          throw InputError("--device " + in->device + ": not a device of " + m.name + " (" + names + ")");
-        }
-        device = *d;
-      } else {
-        for (std::size_t d = 0; d < m.devices.size(); ++d)
-          if (m.devices[d].kind == DeviceKind::kGpu) {
-            device = static_cast<DeviceId>(d);
-            break;
-          }
-      }
+      const DeviceId device = inspect_device(m, in->device);
       on_one.assign(src.graph.num_ops(), device);
       check_measured_times(src.graph, m);
       sources = summarize_cost_sources(src.graph, *ms->cost, on_one);
@@ -291,6 +292,16 @@ void add_models_commands(CLI::App& app) {
       print_cost_sources(*sources);
     }
   });
+}
+
+}  // namespace
+
+void add_models_commands(CLI::App& app) {
+  auto* models_cmd = app.add_subcommand("models", "List the model zoo with its default settings");
+  models_cmd->callback(run_models);
+  add_export_command(app);
+  add_import_command(app);
+  add_inspect_command(app);
 }
 
 }  // namespace placelab::cli
