@@ -158,6 +158,64 @@ void load_checkpoint(const std::string& text, const std::string& origin, Learner
 // Whether the count crossed a multiple of `every` when going from `before` to `after`.
 bool crossed(int64_t before, int64_t after, int64_t every) { return every > 0 && before / every != after / every; }
 
+// An environment's answer for `placements` placements: one measurement each, a finite step time
+// or an OOM; anything else is the environment's bug.
+void check_measurements(const Environment& env, std::span<const Measurement> ms, std::size_t placements) {
+  if (ms.size() != placements)
+    throw Error("environment \"" + env.name() + "\" returned " + std::to_string(ms.size()) + " measurements for " +
+                std::to_string(placements) + " placements");
+  for (const Measurement& m : ms)
+    if (!m.oom && !(std::isfinite(m.step_time_s) && m.step_time_s >= 0))
+      throw Error("environment \"" + env.name() + "\" returned step time " + std::to_string(m.step_time_s));
+}
+
+// The number of groups a learned grouping uses (0 when the learner learns none); `used` is scratch.
+uint32_t non_empty_groups(const std::vector<uint32_t>& learned, std::vector<uint8_t>& used) {
+  uint32_t non_empty = 0;
+  if (!learned.empty()) {
+    used.assign(*std::max_element(learned.begin(), learned.end()) + std::size_t{1}, 0);
+    for (uint32_t g : learned)
+      if (!used[g]) used[g] = 1, ++non_empty;
+  }
+  return non_empty;
+}
+
+// One batch into the summary: the samples counted, a new best kept, the curve extended; the
+// batch's mean step and OOM count into `progress`.
+void record_batch(TrainSummary& s, const std::vector<Placement>& groups, const std::vector<Placement>& ops,
+                  const std::vector<std::vector<uint32_t>>& learned, std::span<const Measurement> ms,
+                  std::vector<uint8_t>& used, TrainerProgress& progress) {
+  double sum = 0;
+  int64_t ran = 0;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    ++s.samples;
+    if (!ms[i].oom) {
+      sum += ms[i].step_time_s;
+      ++ran;
+      if (ms[i].step_time_s < s.best_step_time_s) {
+        s.best_step_time_s = ms[i].step_time_s;
+        s.best_sample = s.samples;
+        s.best_group_placement = groups[i];
+        s.best_placement = ops[i];
+        s.best_learned_grouping = learned[i];
+      }
+    }
+    s.curve.push_back({s.samples, ms[i].step_time_s, ms[i].oom, s.best_step_time_s, non_empty_groups(learned[i], used)});
+  }
+  progress.batch_mean_s = ran > 0 ? sum / static_cast<double>(ran) : 0.0;
+  progress.batch_oom = static_cast<int64_t>(ms.size()) - ran;
+}
+
+// The best placement so far measured on the verify environment, beside its prediction.
+void verify_best(TrainSummary& s, Environment& verify, TrainerObserver* observer) {
+  const std::vector<Measurement> vm = verify.evaluate(std::span<const Placement>(&s.best_placement, 1));
+  if (vm.size() != 1)
+    throw Error("verify environment \"" + verify.name() + "\" returned " + std::to_string(vm.size()) +
+                " measurements for 1 placement");
+  s.verifications.push_back({s.samples, s.best_step_time_s, vm[0].step_time_s, vm[0].oom, vm[0].source, vm[0].predicted_s});
+  if (observer) observer->on_verify(s.verifications.back());
+}
+
 }  // namespace
 
 TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env, const TrainerOptions& options,
@@ -233,12 +291,7 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
       learned[i].assign(lg.begin(), lg.end());
     }
     const std::vector<Measurement> ms = env.evaluate(ops);
-    if (ms.size() != ops.size())
-      throw Error("environment \"" + env.name() + "\" returned " + std::to_string(ms.size()) + " measurements for " +
-                  std::to_string(ops.size()) + " placements");
-    for (const Measurement& m : ms)
-      if (!m.oom && !(std::isfinite(m.step_time_s) && m.step_time_s >= 0))
-        throw Error("environment \"" + env.name() + "\" returned step time " + std::to_string(m.step_time_s));
+    check_measurements(env, ms, ops.size());
     try {
       learner.observe(groups, ms);
     } catch (const LearnerStopped&) {
@@ -247,49 +300,17 @@ TrainSummary train(Learner& learner, const Grouping& grouping, Environment& env,
 
     const int64_t before = s.samples;
     TrainerProgress progress;
-    double sum = 0;
-    int64_t ran = 0;
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      ++s.samples;
-      if (!ms[i].oom) {
-        sum += ms[i].step_time_s;
-        ++ran;
-        if (ms[i].step_time_s < s.best_step_time_s) {
-          s.best_step_time_s = ms[i].step_time_s;
-          s.best_sample = s.samples;
-          s.best_group_placement = groups[i];
-          s.best_placement = ops[i];
-          s.best_learned_grouping = learned[i];
-        }
-      }
-      uint32_t non_empty = 0;
-      if (!learned[i].empty()) {
-        used.assign(*std::max_element(learned[i].begin(), learned[i].end()) + std::size_t{1}, 0);
-        for (uint32_t g : learned[i])
-          if (!used[g]) used[g] = 1, ++non_empty;
-      }
-      s.curve.push_back({s.samples, ms[i].step_time_s, ms[i].oom, s.best_step_time_s, non_empty});
-    }
+    record_batch(s, groups, ops, learned, ms, used, progress);
     PLACELAB_CHECK(s.samples == learner.samples_seen()) << "trainer at " << s.samples << " samples, learner at "
                                                         << learner.samples_seen();
 
-    if (crossed(before, s.samples, options.verify_every) && !s.best_placement.empty()) {
-      const std::vector<Measurement> vm = verify->evaluate(std::span<const Placement>(&s.best_placement, 1));
-      if (vm.size() != 1)
-        throw Error("verify environment \"" + verify->name() + "\" returned " + std::to_string(vm.size()) +
-                    " measurements for 1 placement");
-      s.verifications.push_back(
-          {s.samples, s.best_step_time_s, vm[0].step_time_s, vm[0].oom, vm[0].source, vm[0].predicted_s});
-      if (observer) observer->on_verify(s.verifications.back());
-    }
+    if (crossed(before, s.samples, options.verify_every) && !s.best_placement.empty()) verify_best(s, *verify, observer);
     const bool done = s.samples >= options.sample_budget;
     if (options.checkpoint_every > 0 && (done || crossed(before, s.samples, options.checkpoint_every))) checkpoint();
     if (observer) {
       progress.samples = s.samples;
       progress.budget = options.sample_budget;
       progress.best_s = s.best_step_time_s;
-      progress.batch_mean_s = ran > 0 ? sum / static_cast<double>(ran) : 0.0;
-      progress.batch_oom = static_cast<int64_t>(ms.size()) - ran;
       observer->on_batch(progress);
       if (!done && observer->stop_requested()) {
         // A requested stop (Ctrl-C) saves where it is, so a resumed run continues from this sample;
