@@ -501,11 +501,11 @@ void run_verify_torch(const VerifyArgs& a) {
   if (!same) throw QuietExit{3};
 }
 
-void run_verify(VerifyArgs a) {
-  if (a.backend == "torch") return run_verify_torch(a);
+// A verify run's arguments, checked before anything is loaded: each placement once (a baseline
+// in its canonical form, random:03 is random:3; a file by its path: measuring one twice doubled
+// the time and counted it twice in the rank correlation), steps and rounds in range.
+void check_verify_args(VerifyArgs& a) {
   if (a.placements.empty()) a.placements.push_back("single_cpu");
-  // Each placement once: a baseline in its canonical form (random:03 is random:3), a file by its
-  // path (measuring one twice doubled the time and counted it twice in the rank correlation).
   std::vector<std::string> seen;
   for (const std::string& spec : a.placements) {
     const std::string key =
@@ -517,69 +517,109 @@ void run_verify(VerifyArgs a) {
   check_measured_steps(a.steps, "--steps");
   if (a.rounds < 1 || a.rounds > kMaxVerifyRounds)
     throw InputError("--rounds " + std::to_string(a.rounds) + ": must be in [1, " + std::to_string(kMaxVerifyRounds) + "]");
-  GraphSource g = load_graph_source(a.graph, a.model);
-  auto ms = load_machine_source(a.machine);
-  std::vector<Placement> ps;
-  for (const std::string& spec : a.placements) ps.push_back(resolve_placement(spec, g, *ms));
-  std::vector<ExecutionResult> measured;
+}
+
+// What the backend measured, and what it saw around the measurement.
+struct VerifyMeasurement {
+  std::vector<ExecutionResult> measured;  // per placement
   std::vector<ProbeDrift> drift;
   std::optional<MachineActivity> activity;  // the CPU backend's: what else ran while it measured
   // --in-situ: the calibration with this graph's kernels re-timed inside steps, interleaved with
   // the placements' rounds; the prediction uses it instead of the file's.
   std::optional<Calibration> in_situ;
   std::unique_ptr<CalibratedCostModel> in_situ_cost;
-  if (a.backend == "cpu") {
-    CpuExecutorOptions eo;
-    eo.steps = a.steps;
-    if (ms->calibration) eo.device_cores = device_cores(CalibratedMachine{ms->machine, *ms->calibration});
-    if (a.in_situ && (!ms->calibration || eo.device_cores.empty()))
-      throw InputError("--in-situ: " + a.machine +
-                       " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
-    CpuExecutor exec(g.graph, ms->machine, eo);
-    if (ms->calibration) drift = probe_devices(*ms->calibration);
-    const bool progress = isatty(fileno(stderr)) != 0 && (ps.size() * static_cast<std::size_t>(a.rounds) > 1 || a.in_situ);
-    const ActivityMeter meter;
-    const auto after_run = [&](int round, std::size_t i) {
-      if (progress)
-        fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1, ps.size(),
-                   a.placements[i]);
-    };
-    if (a.in_situ) {
-      InSituMeasurement m = measure_interleaved_in_situ(g.graph, ms->machine, exec, *ms->calibration, ps, a.rounds,
-                                                        after_run, [&](int round) {
-                                                          if (progress)
-                                                            fmt::print(stderr, "\rround {:>3}/{:<3} in-situ kernel times{:<40}",
-                                                                       round + 1, a.rounds, "");
-                                                        });
-      measured = std::move(m.measured);
-      in_situ = std::move(m.calibration);
-      in_situ_cost = std::make_unique<CalibratedCostModel>(ms->machine, *in_situ);
-    } else {
-      measured = measure_interleaved(exec, ps, a.rounds, after_run);
-    }
-    if (progress) fmt::print(stderr, "\r{:<80}\r", "");
-    for (ProbeDrift& d : drift) d.after_s = time_drift_probe(d.device->cores);
-    activity = meter.stop();
-    // A fidelity figure measured among busy neighbours measures them: refused unless asked for.
-    if (!activity->reliable() && !a.allow_unreliable) {
-      fmt::print(stderr,
-                 "placelab: the measurement is not to be trusted: {}; re-run on a quiet machine, or pass "
-                 "--allow-unreliable to report it anyway\n",
-                 activity->describe());
-      throw QuietExit{3};
-    }
-  } else if (a.backend == "cuda") {
+};
+
+// The placements run on this machine's cores, interleaved over the rounds; refuses (exit 3) a
+// measurement among busy neighbours unless --allow-unreliable.
+VerifyMeasurement measure_on_cpu(const VerifyArgs& a, const GraphSource& g, const MachineSource& ms,
+                                 const std::vector<Placement>& ps) {
+  VerifyMeasurement v;
+  CpuExecutorOptions eo;
+  eo.steps = a.steps;
+  if (ms.calibration) eo.device_cores = device_cores(CalibratedMachine{ms.machine, *ms.calibration});
+  if (a.in_situ && (!ms.calibration || eo.device_cores.empty()))
+    throw InputError("--in-situ: " + a.machine +
+                     " has no device cores; give a machine file written by `placelab calibrate --backend cpu`");
+  CpuExecutor exec(g.graph, ms.machine, eo);
+  if (ms.calibration) v.drift = probe_devices(*ms.calibration);
+  const bool progress = isatty(fileno(stderr)) != 0 && (ps.size() * static_cast<std::size_t>(a.rounds) > 1 || a.in_situ);
+  const ActivityMeter meter;
+  const auto after_run = [&](int round, std::size_t i) {
+    if (progress)
+      fmt::print(stderr, "\rround {:>3}/{:<3} placement {:>3}/{:<3} {:<40.40}", round + 1, a.rounds, i + 1, ps.size(),
+                 a.placements[i]);
+  };
+  if (a.in_situ) {
+    InSituMeasurement m = measure_interleaved_in_situ(g.graph, ms.machine, exec, *ms.calibration, ps, a.rounds,
+                                                      after_run, [&](int round) {
+                                                        if (progress)
+                                                          fmt::print(stderr, "\rround {:>3}/{:<3} in-situ kernel times{:<40}",
+                                                                     round + 1, a.rounds, "");
+                                                      });
+    v.measured = std::move(m.measured);
+    v.in_situ = std::move(m.calibration);
+    v.in_situ_cost = std::make_unique<CalibratedCostModel>(ms.machine, *v.in_situ);
+  } else {
+    v.measured = measure_interleaved(exec, ps, a.rounds, after_run);
+  }
+  if (progress) fmt::print(stderr, "\r{:<80}\r", "");
+  for (ProbeDrift& d : v.drift) d.after_s = time_drift_probe(d.device->cores);
+  v.activity = meter.stop();
+  // A fidelity figure measured among busy neighbours measures them: refused unless asked for.
+  if (!v.activity->reliable() && !a.allow_unreliable) {
+    fmt::print(stderr,
+               "placelab: the measurement is not to be trusted: {}; re-run on a quiet machine, or pass "
+               "--allow-unreliable to report it anyway\n",
+               v.activity->describe());
+    throw QuietExit{3};
+  }
+  return v;
+}
+
+VerifyMeasurement measure_for_verify(const VerifyArgs& a, const GraphSource& g, const MachineSource& ms,
+                                     const std::vector<Placement>& ps) {
+  if (a.backend == "cpu") return measure_on_cpu(a, g, ms, ps);
+  if (a.backend == "cuda") {
 #if PLACELAB_HAVE_CUDA
     if (a.in_situ) throw InputError("--in-situ: only with --backend cpu");
     if (a.rounds != 1 || ps.size() != 1) throw InputError("--backend cuda: measures one placement, one round");
-    measured.push_back(run_on_gpu(g.graph, ms->machine, ps[0], {.steps = a.steps}));
+    VerifyMeasurement v;
+    v.measured.push_back(run_on_gpu(g.graph, ms.machine, ps[0], {.steps = a.steps}));
+    return v;
 #else
     throw InputError("--backend cuda: this placelab was built without CUDA");
 #endif
-  } else {
-    throw InputError("--backend " + a.backend + ": must be cpu, cuda or torch");
   }
-  const CostModel& cost = in_situ_cost ? *in_situ_cost : *ms->cost;
+  throw InputError("--backend " + a.backend + ": must be cpu, cuda or torch");
+}
+
+// One placement's last step by op type, largest gap between prediction and measurement first.
+void print_verify_by_type(const OpGraph& graph, const Simulator& sim, const Placement& p, const SimResult& predicted,
+                          const ExecutionResult& measured) {
+  auto types = tally_by_type(graph, sim, p, predicted, measured);
+  std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
+    return std::abs(x.second.measured_s - x.second.predicted_s) > std::abs(y.second.measured_s - y.second.predicted_s);
+  });
+  fmt::print("\nlast step by op type, largest gap first:\n{:<28} {:>6} {:>12} {:>12} {:>8}\n", "op type", "ops", "predicted",
+             "measured", "error");
+  for (const auto& [type, t] : rows)
+    fmt::print("{:<28} {:>6} {:>12} {:>12} {:>+7.1f}%\n", type, t.ops, format_seconds(t.predicted_s),
+               format_seconds(t.measured_s), t.measured_s > 0 ? 100 * (t.predicted_s - t.measured_s) / t.measured_s : 0.0);
+}
+
+void run_verify(VerifyArgs a) {
+  if (a.backend == "torch") return run_verify_torch(a);
+  check_verify_args(a);
+  GraphSource g = load_graph_source(a.graph, a.model);
+  auto ms = load_machine_source(a.machine);
+  std::vector<Placement> ps;
+  for (const std::string& spec : a.placements) ps.push_back(resolve_placement(spec, g, *ms));
+  const VerifyMeasurement v = measure_for_verify(a, g, *ms, ps);
+  const std::vector<ExecutionResult>& measured = v.measured;
+  const std::vector<ProbeDrift>& drift = v.drift;
+  const CostModel& cost = v.in_situ_cost ? *v.in_situ_cost : *ms->cost;
   Simulator sim(g.graph, cost);
   std::vector<SimResult> predicted;
   std::vector<VerifyReport> reports;
@@ -588,18 +628,18 @@ void run_verify(VerifyArgs a) {
     reports.push_back(compare_step(predicted.back(), measured[i], ms->machine));
   }
   std::vector<VerifyReport> file_reports;
-  if (in_situ) {
+  if (v.in_situ) {
     Simulator file_sim(g.graph, *ms->cost);
     for (std::size_t i = 0; i < ps.size(); ++i)
       file_reports.push_back(compare_step(file_sim.simulate(ps[i]), measured[i], ms->machine));
   }
-  const std::string cost_text = cost.describe() + (in_situ ? "; this graph's kernels re-timed in situ, interleaved with the rounds" : "");
+  const std::string cost_text = cost.describe() + (v.in_situ ? "; this graph's kernels re-timed in situ, interleaved with the rounds" : "");
   nlohmann::json header = {
-      {"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", cost_text}, {"in_situ", in_situ.has_value()}};
-  if (activity && activity->known) {
-    header["machine_activity"] = {{"others", activity->others}, {"steal", activity->steal}, {"cpus", activity->cpus},
-                                  {"reliable", activity->reliable()}};
-    if (!activity->reliable() && !a.json) fmt::print("UNRELIABLE (--allow-unreliable): {}\n\n", activity->describe());
+      {"graph", g.label}, {"machine", ms->machine.name}, {"cost_model", cost_text}, {"in_situ", v.in_situ.has_value()}};
+  if (v.activity && v.activity->known) {
+    header["machine_activity"] = {{"others", v.activity->others}, {"steal", v.activity->steal}, {"cpus", v.activity->cpus},
+                                  {"reliable", v.activity->reliable()}};
+    if (!v.activity->reliable() && !a.json) fmt::print("UNRELIABLE (--allow-unreliable): {}\n\n", v.activity->describe());
   }
   if (ps.size() > 1) {
     if (!a.json)
@@ -639,17 +679,7 @@ void run_verify(VerifyArgs a) {
   for (const VerifyDevice& d : r.devices)
     fmt::print("{:<10} {:>14} {:>14}\n", d.device, format_seconds(d.predicted_busy_s), format_seconds(d.measured_busy_s));
   print_drift(drift);
-  if (!a.by_type) return;
-  auto types = tally_by_type(g.graph, sim, p, predicted[0], measured[0]);
-  std::vector<std::pair<std::string, TypeTally>> rows(types.begin(), types.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
-    return std::abs(x.second.measured_s - x.second.predicted_s) > std::abs(y.second.measured_s - y.second.predicted_s);
-  });
-  fmt::print("\nlast step by op type, largest gap first:\n{:<28} {:>6} {:>12} {:>12} {:>8}\n", "op type", "ops", "predicted",
-             "measured", "error");
-  for (const auto& [type, t] : rows)
-    fmt::print("{:<28} {:>6} {:>12} {:>12} {:>+7.1f}%\n", type, t.ops, format_seconds(t.predicted_s),
-               format_seconds(t.measured_s), t.measured_s > 0 ? 100 * (t.predicted_s - t.measured_s) / t.measured_s : 0.0);
+  if (a.by_type) print_verify_by_type(g.graph, sim, p, predicted[0], measured[0]);
 }
 
 }  // namespace
