@@ -243,47 +243,44 @@ void CpuCalibrationOptions::validate() const {
   fit.validate();
 }
 
-CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const CalibrationProgressCallback& progress) {
-  options.validate();
-  const auto start = Clock::now();
-  auto report = [&](const char* stage, const std::string& item, int done, int total) {
-    if (progress) progress({stage, item, done, total});
-  };
+namespace {
 
-  std::vector<std::vector<int>> cores = options.device_cores;
-  if (cores.empty()) {
-    std::vector<int> avail = cpu::available_cores();
-    cores = cpu::split_cores(avail, options.cores_per_device, options.max_devices);
-  }
-  const std::size_t nd = cores.size();
+void report(const CalibrationProgressCallback& progress, const char* stage, const std::string& item, int done, int total) {
+  if (progress) progress({stage, item, done, total});
+}
 
+// The kernels to time: the sweep, the caller's signatures and the two probes, each once; every
+// one's buffers within max_kernel_bytes.
+std::vector<KernelSignature> calibration_signatures(const CpuCalibrationOptions& options) {
   std::vector<KernelSignature> sigs;
-  {
-    std::unordered_set<KernelSignature, KernelSignatureHash> seen;
-    auto add = [&](const KernelSignature& sig) {
-      if (sig.cls != KernelClass::kNoop && seen.insert(sig).second) sigs.push_back(sig);
-    };
-    if (options.sweep)
-      for (const KernelSignature& s : default_cpu_sweep(options.sweep_scale)) add(s);
-    for (const KernelSignature& s : options.signatures) add(s);
-    add(kPeakProbe);
-    add(kBandwidthProbe);
-    for (const KernelSignature& s : sigs)
-      if (cpu::CpuKernel::required_bytes(s) > options.max_kernel_bytes)
-        throw InputError(to_string(s) + " needs " + std::to_string(cpu::CpuKernel::required_bytes(s)) +
-                         " bytes of buffers, above CpuCalibrationOptions.max_kernel_bytes = " +
-                         std::to_string(options.max_kernel_bytes));
-  }
+  std::unordered_set<KernelSignature, KernelSignatureHash> seen;
+  auto add = [&](const KernelSignature& sig) {
+    if (sig.cls != KernelClass::kNoop && seen.insert(sig).second) sigs.push_back(sig);
+  };
+  if (options.sweep)
+    for (const KernelSignature& s : default_cpu_sweep(options.sweep_scale)) add(s);
+  for (const KernelSignature& s : options.signatures) add(s);
+  add(kPeakProbe);
+  add(kBandwidthProbe);
+  for (const KernelSignature& s : sigs)
+    if (cpu::CpuKernel::required_bytes(s) > options.max_kernel_bytes)
+      throw InputError(to_string(s) + " needs " + std::to_string(cpu::CpuKernel::required_bytes(s)) +
+                       " bytes of buffers, above CpuCalibrationOptions.max_kernel_bytes = " +
+                       std::to_string(options.max_kernel_bytes));
+  return sigs;
+}
 
-  CalibrationResult result;
-  Calibration& cal = result.calibration;
-  cal.backend = "cpu";
-  cal.host = host_name();
-  cal.created = utc_now_iso();
-  std::vector<double> peak_flops(nd, 0), peak_bw(nd, 0);
+// The best compute and memory rates each device's kernels reached: its peaks in the machine.
+struct DevicePeaks {
+  std::vector<double> flops, bandwidth;
+};
 
-  const int64_t llc_flush = last_level_cache_flush_bytes();
-  // Kernels, one device at a time (the other cores idle, so that a device's numbers are its own).
+// Kernels, one device at a time (the other cores idle, so that a device's numbers are its own).
+DevicePeaks time_kernels(const CpuCalibrationOptions& options, const std::vector<std::vector<int>>& cores,
+                         const std::vector<KernelSignature>& sigs, int64_t llc_flush, CalibrationResult& result,
+                         const CalibrationProgressCallback& progress) {
+  const std::size_t nd = cores.size();
+  DevicePeaks peaks{std::vector<double>(nd, 0), std::vector<double>(nd, 0)};
   const int total = static_cast<int>(nd * sigs.size());
   int done = 0;
   for (std::size_t d = 0; d < nd; ++d) {
@@ -307,21 +304,25 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
       const double time_s = std::max(t.median_s, 1e-9);
       dc.kernel_times_s[sig] = time_s;
       if (sig.cls == KernelClass::kGemm || sig.cls == KernelClass::kConv2D)
-        peak_flops[d] = std::max(peak_flops[d], kernel_flops(sig) / time_s);
+        peaks.flops[d] = std::max(peaks.flops[d], kernel_flops(sig) / time_s);
       if (sig.cls == KernelClass::kElementwise || sig.cls == KernelClass::kCopy)
-        peak_bw[d] = std::max(peak_bw[d], kernel_bytes(sig) / time_s);
-      report("kernels", dc.device + " " + to_string(sig), ++done, total);
+        peaks.bandwidth[d] = std::max(peaks.bandwidth[d], kernel_bytes(sig) / time_s);
+      report(progress, "kernels", dc.device + " " + to_string(sig), ++done, total);
     }
-    cal.devices.push_back(std::move(dc));
+    result.calibration.devices.push_back(std::move(dc));
   }
-  cal.refit(options.fit);
+  return peaks;
+}
 
-  // Copies between every ordered device pair: the source device's thread writes the source buffer
-  // (first touch), the destination device's thread allocates the destination and performs the
-  // memcpy, as the executor does. With cold_memory_bound, the last-level cache is flushed before
-  // each timed copy, as for the memory-bound kernels: in the executor the copy's source was last
-  // touched a step ago and both buffers come from DRAM (with only the L2 flushed, copies inside
-  // steps of random RNNLM placements took 1.9x the calibrated time, docs/reproductions.md).
+// Copies between every ordered device pair: the source device's thread writes the source buffer
+// (first touch), the destination device's thread allocates the destination and performs the
+// memcpy, as the executor does. With cold_memory_bound, the last-level cache is flushed before
+// each timed copy, as for the memory-bound kernels: in the executor the copy's source was last
+// touched a step ago and both buffers come from DRAM (with only the L2 flushed, copies inside
+// steps of random RNNLM placements took 1.9x the calibrated time, docs/reproductions.md).
+void time_copies(const CpuCalibrationOptions& options, const std::vector<std::vector<int>>& cores, int64_t llc_flush,
+                 Calibration& cal, const CalibrationProgressCallback& progress) {
+  const std::size_t nd = cores.size();
   const bool cold_copies = options.timing.cold_cache && options.timing.cold_memory_bound;
   const int64_t copy_flush = cold_copies ? llc_flush : cache_flush_bytes();
   const int copy_max_repeats =
@@ -330,9 +331,8 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
   std::vector<int64_t> sizes = options.copy_bytes;
   if (sizes.empty())
     for (int64_t b = 1024; b <= (int64_t{64} << 20); b *= 4) sizes.push_back(b);
-  std::vector<std::vector<const CopyCalibration*>> pair(nd, std::vector<const CopyCalibration*>(nd, nullptr));
   const int copy_total = static_cast<int>(nd * (nd - 1) * sizes.size());
-  done = 0;
+  int done = 0;
   for (std::size_t s = 0; s < nd; ++s)
     for (std::size_t d = 0; d < nd; ++d) {
       if (s == d) continue;
@@ -361,14 +361,18 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
           t.median_s = median(times);
         });
         cc.samples.push_back({0, static_cast<double>(bytes), std::max(t.median_s, 1e-9)});
-        report("copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        report(progress, "copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
       }
       cc.fit = fit_copy(cc.samples);
       cal.copies.push_back(std::move(cc));
     }
+}
 
-  // The machine, first with no launch overhead so that the executor can measure it.
-  Machine& m = result.machine;
+// The machine the measurements describe, with no launch overhead yet (the executor measures it).
+Machine calibrated_cpu_machine(const CpuCalibrationOptions& options, const Calibration& cal,
+                               const std::vector<std::vector<int>>& cores, const DevicePeaks& peaks) {
+  const std::size_t nd = cores.size();
+  Machine m;
   m.name = options.machine_name;
   m.description = "this CPU (" + cpu_model_name() + ") as " + std::to_string(nd) +
                   " device(s) of disjoint cores, measured by placelab's cpu calibration on " + cal.host + " at " + cal.created;
@@ -377,14 +381,15 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
     m.devices.push_back(Device{.name = "cpu:" + std::to_string(d),
                                .kind = DeviceKind::kCpu,
                                .model = cpu_model_name() + " (cores " + cores_text(cores[d]) + ")",
-                               .peak_flops_per_s = peak_flops[d],
-                               .memory_bandwidth_Bps = peak_bw[d],
+                               .peak_flops_per_s = peaks.flops[d],
+                               .memory_bandwidth_Bps = peaks.bandwidth[d],
                                .memory_bytes = memory,
                                .streams = static_cast<int>(cores[d].size()),
                                .launch_overhead_s = 0,
                                // the executor's destination worker does the memcpy
                                .copy_engine = false});
   }
+  std::vector<std::vector<const CopyCalibration*>> pair(nd, std::vector<const CopyCalibration*>(nd, nullptr));
   for (const CopyCalibration& cc : cal.copies) pair[*m.find_device(cc.src)][*m.find_device(cc.dst)] = &cc;
   for (std::size_t a = 0; a < nd; ++a)
     for (std::size_t b = a + 1; b < nd; ++b)
@@ -396,10 +401,15 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
                              .reverse_bandwidth_Bps = pair[b][a]->fit.bandwidth_Bps,
                              .reverse_latency_s = pair[b][a]->fit.latency_s});
   m.finalize();
+  return m;
+}
 
-  // Per-op dispatch cost of the executor: a chain of noops on device 0. And the cross-device
-  // hand-off (waking the other device's worker): the same chain alternating between devices 0
-  // and 1 over empty tensors, whose extra time per hop the copy latencies absorb.
+// Per-op dispatch cost of the executor: a chain of noops on device 0. And the cross-device
+// hand-off (waking the other device's worker): the same chain alternating between devices 0
+// and 1 over empty tensors, whose extra time per hop the copy latencies absorb.
+void measure_executor_overheads(Machine& m, Calibration& cal, const std::vector<std::vector<int>>& cores,
+                                const CalibrationProgressCallback& progress) {
+  const std::size_t nd = cores.size();
   constexpr int kChain = 400;
   OpGraph chain;
   for (int i = 0; i < kChain; ++i) {
@@ -407,12 +417,12 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
     if (i > 0) chain.add_edge(static_cast<OpId>(i - 1), static_cast<OpId>(i), {.bytes = 0});
   }
   CpuExecutor exec(chain, m, {.steps = 6, .device_cores = cores});
-  report("overhead", "executor dispatch on cpu:0", 0, nd > 1 ? 2 : 1);
+  report(progress, "overhead", "executor dispatch on cpu:0", 0, nd > 1 ? 2 : 1);
   const double local = exec.run(Placement(kChain, 0)).step_time_s;
   const double overhead = local / kChain;
   for (Device& dev : m.devices) dev.launch_overhead_s = overhead;
   if (nd > 1) {
-    report("overhead", "cross-device hand-off cpu:0 <-> cpu:1", 1, 2);
+    report(progress, "overhead", "cross-device hand-off cpu:0 <-> cpu:1", 1, 2);
     Placement alternate(kChain);
     for (int i = 0; i < kChain; ++i) alternate[static_cast<std::size_t>(i)] = static_cast<DeviceId>(i % 2);
     const double remote = exec.run(alternate).step_time_s;
@@ -424,7 +434,32 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
     }
   }
   m.finalize();
-  report("overhead", "done", nd > 1 ? 2 : 1, nd > 1 ? 2 : 1);
+  report(progress, "overhead", "done", nd > 1 ? 2 : 1, nd > 1 ? 2 : 1);
+}
+
+}  // namespace
+
+CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const CalibrationProgressCallback& progress) {
+  options.validate();
+  const auto start = Clock::now();
+  std::vector<std::vector<int>> cores = options.device_cores;
+  if (cores.empty()) {
+    std::vector<int> avail = cpu::available_cores();
+    cores = cpu::split_cores(avail, options.cores_per_device, options.max_devices);
+  }
+  const std::vector<KernelSignature> sigs = calibration_signatures(options);
+
+  CalibrationResult result;
+  Calibration& cal = result.calibration;
+  cal.backend = "cpu";
+  cal.host = host_name();
+  cal.created = utc_now_iso();
+  const int64_t llc_flush = last_level_cache_flush_bytes();
+  const DevicePeaks peaks = time_kernels(options, cores, sigs, llc_flush, result, progress);
+  cal.refit(options.fit);
+  time_copies(options, cores, llc_flush, cal, progress);
+  result.machine = calibrated_cpu_machine(options, cal, cores, peaks);
+  measure_executor_overheads(result.machine, cal, cores, progress);
   result.elapsed_s = seconds_since(start);
   return result;
 }
