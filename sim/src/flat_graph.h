@@ -239,6 +239,11 @@ struct EagerScratch {
   }
 };
 
+// Fills `g` from a graph and a cost model (flat_graph.cpp): every value checked, every op's time
+// asked once per cost class, every device pair's transfer line; throws InputError for a graph
+// the simulator cannot run (a cycle, an eager graph out of program order).
+void prepare(FlatGraph& g, const OpGraph& graph, const CostModel& cost);
+
 // The eager execution model (docs/simulator.md, "Eager execution"): one pass over the ops in
 // program order. Allocation-free after the first call with a given scratch.
 void simulate_eager(const FlatGraph& g, std::span<const DeviceId> placement, EagerScratch& scratch, SimResult& r,
