@@ -155,9 +155,7 @@ GraphPtr with_measured_times(const cli::GraphSource& g, const MeasuredTimes& tim
   return out;
 }
 
-}  // namespace
-
-void bind_graph_machine(py::module_& m) {
+void bind_graph(py::module_& m) {
   py::class_<cli::GraphSource, GraphPtr>(m, "Graph",
                                          "A training-step op graph. Build one with Graph.from_model, Graph.from_json "
                                          "or Graph.from_onnx; it is immutable (with_measured_times returns a copy).")
@@ -214,7 +212,9 @@ void bind_graph_machine(py::module_& m) {
         s += " ops>";
         return s;
       });
+}
 
+void bind_machine(py::module_& m) {
   py::class_<MachineSource, MachinePtr>(m, "Machine",
                                         "A machine with the cost model the simulator uses for it (analytic for presets "
                                         "and machine files, calibrated for calibrated machine files).")
@@ -297,6 +297,13 @@ void bind_graph_machine(py::module_& m) {
         r += " devices>";
         return r;
       });
+}
+
+}  // namespace
+
+void bind_graph_machine(py::module_& m) {
+  bind_graph(m);
+  bind_machine(m);
 }
 
 }  // namespace placelab::python

@@ -97,9 +97,7 @@ py::tuple simulate_batch(PySimulator& s, const py::object& placements_object, in
   return py::make_tuple(step, oom);
 }
 
-}  // namespace
-
-void bind_simulator(py::module_& m) {
+void bind_result(py::module_& m) {
   py::class_<PyResult>(m, "Result", "One simulated training step (docs/simulator.md). Arrays are by device id.")
       .def_property_readonly("step_time_s", [](const PyResult& r) { return r.result.step_time_s; },
                              "Seconds until the last op or transfer finishes.")
@@ -151,7 +149,9 @@ void bind_simulator(py::module_& m) {
         s += r.result.oom ? " oom>" : ">";
         return s;
       });
+}
 
+void bind_simulator_class(py::module_& m) {
   py::class_<PySimulator>(m, "Simulator",
                           "A graph prepared for simulation on a machine: Simulator(graph, machine). Keeps both alive. "
                           "simulate() serialises on the GIL; simulate_batch() runs C++ threads without it.")
@@ -187,7 +187,9 @@ void bind_simulator(py::module_& m) {
       .def(
           "op_time_s", [](const PySimulator& s, OpId op, DeviceId device) { return s.sim.op_time_s(op, device); },
           py::arg("op"), py::arg("device"), "Seconds op `op` takes on `device`, as the cost model priced it.");
+}
 
+void bind_bounds(py::module_& m) {
   py::class_<StepLowerBound>(m, "LowerBound", "No placement of the graph on the machine has a shorter step.")
       .def_readonly("step_s", &StepLowerBound::step_s, "max(critical_path_s, work_s), seconds.")
       .def_readonly("critical_path_s", &StepLowerBound::critical_path_s,
@@ -220,6 +222,14 @@ void bind_simulator(py::module_& m) {
       },
       py::arg("graph"), py::arg("simulator"),
       "The step-time lower bound over every placement of `graph` on the simulator's machine (sim/bounds.h).");
+}
+
+}  // namespace
+
+void bind_simulator(py::module_& m) {
+  bind_result(m);
+  bind_simulator_class(m);
+  bind_bounds(m);
 }
 
 }  // namespace placelab::python
