@@ -87,6 +87,178 @@ void CUDART_CB run_host_op(void* data) {
 
 void CUDART_CB mark_step_start(void* data) { *static_cast<Clock::time_point*>(data) = Clock::now(); }
 
+// One copy of a step: one per (producer, destination device), sized by the producer's largest
+// data edge.
+struct Copy {
+  OpId producer;
+  DeviceId src, dst;
+  int64_t bytes;
+};
+
+// A copy's buffers: the source end on the producer's device (pinned host memory for a CPU), the
+// destination end on the consumer's device; and its timing events.
+struct CopyBuffers {
+  std::unique_ptr<gpu::DeviceBuffer> src_dev, dst_dev;
+  std::unique_ptr<PinnedBuffer> src_host, dst_host;
+  std::unique_ptr<Event> begin, end;
+};
+
+// The step's copies, and per op what it waits for: producers on its device (op ids), or copy ids
+// + n. What crosses devices follows the project's one rule (graph/transfers.h), as the simulator.
+std::vector<Copy> plan_copies(const OpGraph& g, std::span<const DeviceId> placement,
+                              std::vector<std::vector<uint32_t>>& inputs_of) {
+  const std::size_t n = g.num_ops();
+  std::vector<Copy> copies;
+  inputs_of.assign(n, {});
+  for_each_transfer(
+      g, placement, [&](OpId src, OpId dst) { inputs_of[dst].push_back(src); },
+      [&](OpId src, DeviceId to, int64_t bytes) {
+        copies.push_back({src, placement[src], to, bytes});
+        return static_cast<uint32_t>(copies.size() - 1);
+      },
+      [&](uint32_t copy, OpId dst) { inputs_of[dst].push_back(static_cast<uint32_t>(n) + copy); });
+  return copies;
+}
+
+// Peer access between every pair of GPUs that exchange tensors, where the hardware allows it;
+// otherwise cudaMemcpyPeerAsync stages through the host itself.
+void enable_peer_access(const std::vector<Copy>& copies, const std::vector<int>& cuda_of_device) {
+  for (const Copy& c : copies)
+    if (cuda_of_device[c.src] >= 0 && cuda_of_device[c.dst] >= 0 && cuda_of_device[c.src] != cuda_of_device[c.dst]) {
+      int can = 0;
+      PLACELAB_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, cuda_of_device[c.src], cuda_of_device[c.dst]));
+      if (!can) continue;
+      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device[c.src]));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(cuda_of_device[c.dst], 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else PLACELAB_CUDA_CHECK(e);
+    }
+}
+
+// One copy's bytes, enqueued on `cs` (a stream of device memory's own device) by the API its two
+// ends call for.
+void enqueue_copy(const Copy& c, const CopyBuffers& b, cudaStream_t cs, const std::vector<int>& cuda_of_device) {
+  const size_t nbytes = static_cast<size_t>(c.bytes);
+  if (nbytes == 0) return;
+  if (b.src_dev && b.dst_dev)
+    PLACELAB_CUDA_CHECK(cudaMemcpyPeerAsync(b.dst_dev->ptr, cuda_of_device[c.dst], b.src_dev->ptr, cuda_of_device[c.src],
+                                            nbytes, cs));
+  else if (b.src_dev)
+    PLACELAB_CUDA_CHECK(cudaMemcpyAsync(b.dst_host->ptr, b.src_dev->ptr, nbytes, cudaMemcpyDeviceToHost, cs));
+  else if (b.dst_dev)
+    PLACELAB_CUDA_CHECK(cudaMemcpyAsync(b.dst_dev->ptr, b.src_host->ptr, nbytes, cudaMemcpyHostToDevice, cs));
+  else
+    PLACELAB_CUDA_CHECK(cudaMemcpyAsync(b.dst_host->ptr, b.src_host->ptr, nbytes, cudaMemcpyHostToHost, cs));
+}
+
+using Streams = std::vector<std::unique_ptr<Stream>>;
+
+// A copy runs on the copy stream of its GPU end — the sender's when the sender is a GPU (so it
+// overlaps the sender's next kernels), else the receiver's — so that device memory is always
+// copied by a stream of its own device.
+const Stream& copy_stream(const Copy& c, const std::vector<int>& cuda_of_device, const Streams& send) {
+  return cuda_of_device[c.src] >= 0 || cuda_of_device[c.dst] < 0 ? *send[c.src] : *send[c.dst];
+}
+
+std::vector<CopyBuffers> make_copy_buffers(const std::vector<Copy>& copies, const std::vector<int>& cuda_of_device,
+                                           const Streams& send) {
+  std::vector<CopyBuffers> cbuf(copies.size());
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    const Copy& c = copies[i];
+    if (cuda_of_device[c.src] >= 0) {
+      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device[c.src]));
+      cbuf[i].src_dev = std::make_unique<gpu::DeviceBuffer>(std::max<int64_t>(c.bytes, 1));
+    } else {
+      cbuf[i].src_host = std::make_unique<PinnedBuffer>(c.bytes);
+    }
+    if (cuda_of_device[c.dst] >= 0) {
+      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device[c.dst]));
+      cbuf[i].dst_dev = std::make_unique<gpu::DeviceBuffer>(std::max<int64_t>(c.bytes, 1));
+    } else {
+      cbuf[i].dst_host = std::make_unique<PinnedBuffer>(c.bytes);
+    }
+    PLACELAB_CUDA_CHECK(cudaSetDevice(copy_stream(c, cuda_of_device, send).device));
+    cbuf[i].begin = std::make_unique<Event>(true);
+    cbuf[i].end = std::make_unique<Event>(true);
+  }
+  return cbuf;
+}
+
+// Every op's kernel and timing events, built once and reused every step: a GPU kernel on its
+// device's compute stream, or a CPU kernel run as a host function.
+struct OpKernels {
+  std::vector<std::unique_ptr<gpu::GpuKernel>> gpu;
+  std::vector<std::unique_ptr<cpu::CpuKernel>> cpu;
+  std::vector<HostOp> host;
+  std::vector<std::unique_ptr<Event>> begin, end;
+
+  OpKernels(const OpGraph& g, std::span<const DeviceId> placement, const std::vector<int>& cuda_of_device,
+            int clock_device, int64_t max_kernel_bytes, const std::vector<std::unique_ptr<gpu::DeviceContext>>& ctx,
+            const Streams& compute, std::vector<Clock::time_point>& host_step_start, std::atomic<bool>& host_failed)
+      : gpu(g.num_ops()), cpu(g.num_ops()), host(g.num_ops()), begin(g.num_ops()), end(g.num_ops()) {
+    for (OpId op = 0; op < g.num_ops(); ++op) {
+      const DeviceId d = placement[op];
+      const KernelSignature& sig = g.op(op).kernel;
+      if (cuda_of_device[d] >= 0) {
+        PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device[d]));
+        gpu[op] = std::make_unique<gpu::GpuKernel>(sig, *ctx[d], max_kernel_bytes, compute[d]->s);
+      } else {
+        cpu[op] = std::make_unique<cpu::CpuKernel>(sig, max_kernel_bytes);
+        host[op] = HostOp{cpu[op].get(), &host_step_start[d], 0, 0, 0, false, &host_failed};
+        PLACELAB_CUDA_CHECK(cudaSetDevice(clock_device));
+      }
+      begin[op] = std::make_unique<Event>(true);
+      end[op] = std::make_unique<Event>(true);
+    }
+  }
+};
+
+// Every stream starts the step together: it waits for the step's start event, recorded on the
+// clock device; a CPU device's stream also marks the host clock's start.
+void start_step(const Event& step_begin, const Streams& compute, const Streams& send,
+                const std::vector<std::unique_ptr<Event>>& device_begin, const std::vector<int>& cuda_of_device,
+                int clock_device, std::vector<Clock::time_point>& host_step_start) {
+  PLACELAB_CUDA_CHECK(cudaSetDevice(clock_device));
+  PLACELAB_CUDA_CHECK(cudaEventRecord(step_begin.e, compute[0]->s));
+  for (std::size_t d = 0; d < compute.size(); ++d) {
+    PLACELAB_CUDA_CHECK(cudaSetDevice(compute[d]->device));
+    PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(compute[d]->s, step_begin.e, 0));
+    PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(send[d]->s, step_begin.e, 0));
+    PLACELAB_CUDA_CHECK(cudaEventRecord(device_begin[d]->e, compute[d]->s));
+    if (cuda_of_device[d] < 0) PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(compute[d]->s, mark_step_start, &host_step_start[d]));
+  }
+}
+
+// A copy sent once its producer's kernel (`produced`) has run, on its copy stream, between its
+// timing events.
+void send_copy(const Copy& c, const CopyBuffers& b, const Event& produced, const std::vector<int>& cuda_of_device,
+               const Streams& send) {
+  const Stream& stream = copy_stream(c, cuda_of_device, send);
+  cudaStream_t cs = stream.s;
+  PLACELAB_CUDA_CHECK(cudaSetDevice(stream.device));
+  PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(cs, produced.e, 0));
+  PLACELAB_CUDA_CHECK(cudaEventRecord(b.begin->e, cs));
+  enqueue_copy(c, b, cs, cuda_of_device);
+  PLACELAB_CUDA_CHECK(cudaEventRecord(b.end->e, cs));
+}
+
+double elapsed_s(const Event& a, const Event& b) {
+  float ms = 0;
+  PLACELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, a.e, b.e));
+  return static_cast<double>(ms) * 1e-3;
+}
+
+// Means over the timed steps (every step after the first) of the step and of each device's busy
+// and copy times.
+void average_timed_steps(ExecutionResult& result, int steps) {
+  const double timed_steps = static_cast<double>(steps - 1);
+  double sum = 0;
+  for (std::size_t i = 1; i < result.step_times_s.size(); ++i) sum += result.step_times_s[i];
+  result.step_time_s = sum / timed_steps;
+  for (double& b : result.device_busy_s) b /= timed_steps;
+  for (double& b : result.device_copy_s) b /= timed_steps;
+}
+
 }  // namespace
 
 void CudaExecutorOptions::validate() const {
@@ -143,22 +315,8 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
   for (int c : cuda_of_device_)
     if (c >= 0 && clock_device < 0) clock_device = c;
 
-  // Copies: one per (producer, destination device), sized by the producer's largest data edge.
-  struct Copy {
-    OpId producer;
-    DeviceId src, dst;
-    int64_t bytes;
-  };
-  std::vector<Copy> copies;
-  std::vector<std::vector<uint32_t>> inputs_of(n);  // per op: producers on its device, or copy ids + n
-  // What crosses devices follows the project's one rule (graph/transfers.h), as the simulator.
-  for_each_transfer(
-      g, placement, [&](OpId src, OpId dst) { inputs_of[dst].push_back(src); },
-      [&](OpId src, DeviceId to, int64_t bytes) {
-        copies.push_back({src, placement[src], to, bytes});
-        return static_cast<uint32_t>(copies.size() - 1);
-      },
-      [&](uint32_t copy, OpId dst) { inputs_of[dst].push_back(static_cast<uint32_t>(n) + copy); });
+  std::vector<std::vector<uint32_t>> inputs_of;  // per op: producers on its device, or copy ids + n
+  const std::vector<Copy> copies = plan_copies(g, placement, inputs_of);
 
   ExecutionResult result;
   result.device_busy_s.assign(nd, 0);
@@ -177,22 +335,11 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
     return result;
   }
 
-  // Peer access between every pair of GPUs that exchange tensors, where the hardware allows it;
-  // otherwise cudaMemcpyPeerAsync stages through the host itself.
-  for (const Copy& c : copies)
-    if (is_gpu(c.src) && is_gpu(c.dst) && cuda_of_device_[c.src] != cuda_of_device_[c.dst]) {
-      int can = 0;
-      PLACELAB_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, cuda_of_device_[c.src], cuda_of_device_[c.dst]));
-      if (!can) continue;
-      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device_[c.src]));
-      const cudaError_t e = cudaDeviceEnablePeerAccess(cuda_of_device_[c.dst], 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
-      else PLACELAB_CUDA_CHECK(e);
-    }
+  enable_peer_access(copies, cuda_of_device_);
 
   // Streams: one compute stream per device (CPU devices: a stream on the clock device whose host
   // functions run the CPU kernels), one copy stream per device for the copies it sends.
-  std::vector<std::unique_ptr<Stream>> compute(nd), send(nd);
+  Streams compute(nd), send(nd);
   std::vector<std::unique_ptr<gpu::DeviceContext>> ctx(nd);
   for (std::size_t d = 0; d < nd; ++d) {
     const int dev = is_gpu(static_cast<DeviceId>(d)) ? cuda_of_device_[d] : clock_device;
@@ -204,56 +351,12 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
   // Kernels and their timing events, built once and reused every step.
   std::atomic<bool> host_failed{false};
   std::vector<Clock::time_point> host_step_start(nd);
-  std::vector<std::unique_ptr<gpu::GpuKernel>> gpu_kernels(n);
-  std::vector<std::unique_ptr<cpu::CpuKernel>> cpu_kernels(n);
-  std::vector<HostOp> host_ops(n);
-  std::vector<std::unique_ptr<Event>> op_begin(n), op_end(n);
-  for (OpId op = 0; op < n; ++op) {
-    const DeviceId d = placement[op];
-    const KernelSignature& sig = g.op(op).kernel;
-    if (is_gpu(d)) {
-      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device_[d]));
-      gpu_kernels[op] = std::make_unique<gpu::GpuKernel>(sig, *ctx[d], options_.max_kernel_bytes, compute[d]->s);
-    } else {
-      cpu_kernels[op] = std::make_unique<cpu::CpuKernel>(sig, options_.max_kernel_bytes);
-      host_ops[op] = HostOp{cpu_kernels[op].get(), &host_step_start[d], 0, 0, 0, false, &host_failed};
-      PLACELAB_CUDA_CHECK(cudaSetDevice(clock_device));
-    }
-    op_begin[op] = std::make_unique<Event>(true);
-    op_end[op] = std::make_unique<Event>(true);
-  }
-  // A copy runs on the copy stream of its GPU end — the sender's when the sender is a GPU (so it
-  // overlaps the sender's next kernels), else the receiver's — so that device memory is always
-  // copied by a stream of its own device.
-  auto copy_stream = [&](const Copy& c) -> const Stream& {
-    return is_gpu(c.src) || !is_gpu(c.dst) ? *send[c.src] : *send[c.dst];
-  };
-  // Copy buffers: the source end on the producer's device (pinned host memory for a CPU), the
-  // destination end on the consumer's device.
-  struct CopyBuffers {
-    std::unique_ptr<gpu::DeviceBuffer> src_dev, dst_dev;
-    std::unique_ptr<PinnedBuffer> src_host, dst_host;
-    std::unique_ptr<Event> begin, end;
-  };
-  std::vector<CopyBuffers> cbuf(copies.size());
-  for (std::size_t i = 0; i < copies.size(); ++i) {
-    const Copy& c = copies[i];
-    if (is_gpu(c.src)) {
-      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device_[c.src]));
-      cbuf[i].src_dev = std::make_unique<gpu::DeviceBuffer>(std::max<int64_t>(c.bytes, 1));
-    } else {
-      cbuf[i].src_host = std::make_unique<PinnedBuffer>(c.bytes);
-    }
-    if (is_gpu(c.dst)) {
-      PLACELAB_CUDA_CHECK(cudaSetDevice(cuda_of_device_[c.dst]));
-      cbuf[i].dst_dev = std::make_unique<gpu::DeviceBuffer>(std::max<int64_t>(c.bytes, 1));
-    } else {
-      cbuf[i].dst_host = std::make_unique<PinnedBuffer>(c.bytes);
-    }
-    PLACELAB_CUDA_CHECK(cudaSetDevice(copy_stream(c).device));
-    cbuf[i].begin = std::make_unique<Event>(true);
-    cbuf[i].end = std::make_unique<Event>(true);
-  }
+  OpKernels kernels(g, placement, cuda_of_device_, clock_device, options_.max_kernel_bytes, ctx, compute, host_step_start,
+                    host_failed);
+  std::vector<HostOp>& host_ops = kernels.host;
+  const std::vector<std::unique_ptr<Event>>& op_begin = kernels.begin;
+  const std::vector<std::unique_ptr<Event>>& op_end = kernels.end;
+  std::vector<CopyBuffers> cbuf = make_copy_buffers(copies, cuda_of_device_, send);
   for (std::size_t d = 0; d < nd; ++d) PLACELAB_CUDA_CHECK(cudaStreamSynchronize(compute[d]->s));  // buffer fills
 
   PLACELAB_CUDA_CHECK(cudaSetDevice(clock_device));
@@ -267,26 +370,10 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
   std::vector<std::vector<uint32_t>> sends(n);
   for (uint32_t i = 0; i < copies.size(); ++i) sends[copies[i].producer].push_back(i);
 
-  auto elapsed_s = [](const Event& a, const Event& b) {
-    float ms = 0;
-    PLACELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, a.e, b.e));
-    return static_cast<double>(ms) * 1e-3;
-  };
-
   for (int step = 0; step < options_.steps; ++step) {
     const bool timed = step > 0;
     for (HostOp& h : host_ops) h.timed = timed;
-    PLACELAB_CUDA_CHECK(cudaSetDevice(clock_device));
-    PLACELAB_CUDA_CHECK(cudaEventRecord(step_begin.e, compute[0]->s));
-    // Every stream starts the step together: it waits for the step's start event.
-    for (std::size_t d = 0; d < nd; ++d) {
-      PLACELAB_CUDA_CHECK(cudaSetDevice(compute[d]->device));
-      PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(compute[d]->s, step_begin.e, 0));
-      PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(send[d]->s, step_begin.e, 0));
-      PLACELAB_CUDA_CHECK(cudaEventRecord(device_begin[d]->e, compute[d]->s));
-      if (!is_gpu(static_cast<DeviceId>(d)))
-        PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(compute[d]->s, mark_step_start, &host_step_start[d]));
-    }
+    start_step(step_begin, compute, send, device_begin, cuda_of_device_, clock_device, host_step_start);
     for (OpId op : order) {
       const DeviceId d = placement[op];
       cudaStream_t s = compute[d]->s;
@@ -297,32 +384,11 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
         if (from != d || in >= n) PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(s, e, 0));
       }
       PLACELAB_CUDA_CHECK(cudaEventRecord(op_begin[op]->e, s));
-      if (is_gpu(d)) gpu_kernels[op]->launch(s);
+      if (is_gpu(d)) kernels.gpu[op]->launch(s);
       else PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(s, run_host_op, &host_ops[op]));
       PLACELAB_CUDA_CHECK(cudaEventRecord(op_end[op]->e, s));
 
-      for (uint32_t i : sends[op]) {
-        const Copy& c = copies[i];
-        CopyBuffers& b = cbuf[i];
-        const Stream& stream = copy_stream(c);
-        cudaStream_t cs = stream.s;
-        PLACELAB_CUDA_CHECK(cudaSetDevice(stream.device));
-        PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(cs, op_end[op]->e, 0));
-        PLACELAB_CUDA_CHECK(cudaEventRecord(b.begin->e, cs));
-        const size_t nbytes = static_cast<size_t>(c.bytes);
-        if (nbytes > 0) {
-          if (b.src_dev && b.dst_dev)
-            PLACELAB_CUDA_CHECK(cudaMemcpyPeerAsync(b.dst_dev->ptr, cuda_of_device_[c.dst], b.src_dev->ptr,
-                                                    cuda_of_device_[c.src], nbytes, cs));
-          else if (b.src_dev)
-            PLACELAB_CUDA_CHECK(cudaMemcpyAsync(b.dst_host->ptr, b.src_dev->ptr, nbytes, cudaMemcpyDeviceToHost, cs));
-          else if (b.dst_dev)
-            PLACELAB_CUDA_CHECK(cudaMemcpyAsync(b.dst_dev->ptr, b.src_host->ptr, nbytes, cudaMemcpyHostToDevice, cs));
-          else
-            PLACELAB_CUDA_CHECK(cudaMemcpyAsync(b.dst_host->ptr, b.src_host->ptr, nbytes, cudaMemcpyHostToHost, cs));
-        }
-        PLACELAB_CUDA_CHECK(cudaEventRecord(b.end->e, cs));
-      }
+      for (uint32_t i : sends[op]) send_copy(copies[i], cbuf[i], *op_end[op], cuda_of_device_, send);
     }
     // The step ends when every op and copy has finished.
     PLACELAB_CUDA_CHECK(cudaSetDevice(clock_device));
@@ -338,16 +404,14 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
     if (last) result.op_start_s.assign(n, 0), result.op_end_s.assign(n, 0);
     for (OpId op = 0; op < n; ++op) {
       const DeviceId d = placement[op];
-      if (is_gpu(d)) {
-        const double busy = elapsed_s(*op_begin[op], *op_end[op]);
-        if (timed) result.device_busy_s[d] += busy;
-        if (last) {
-          result.op_start_s[op] = elapsed_s(*device_begin[d], *op_begin[op]);
-          result.op_end_s[op] = elapsed_s(*device_begin[d], *op_end[op]);
-        }
-      } else if (last) {
-        result.op_start_s[op] = host_ops[op].start_s;
-        result.op_end_s[op] = host_ops[op].end_s;
+      if (!is_gpu(d)) {
+        if (last) result.op_start_s[op] = host_ops[op].start_s, result.op_end_s[op] = host_ops[op].end_s;
+        continue;
+      }
+      if (timed) result.device_busy_s[d] += elapsed_s(*op_begin[op], *op_end[op]);
+      if (last) {
+        result.op_start_s[op] = elapsed_s(*device_begin[d], *op_begin[op]);
+        result.op_end_s[op] = elapsed_s(*device_begin[d], *op_end[op]);
       }
     }
     if (timed)
@@ -355,12 +419,7 @@ ExecutionResult CudaExecutor::run(std::span<const DeviceId> placement) const {
   }
   for (OpId op = 0; op < n; ++op)
     if (!is_gpu(placement[op])) result.device_busy_s[placement[op]] += host_ops[op].busy_s;
-  const double timed_steps = static_cast<double>(options_.steps - 1);
-  double sum = 0;
-  for (std::size_t i = 1; i < result.step_times_s.size(); ++i) sum += result.step_times_s[i];
-  result.step_time_s = sum / timed_steps;
-  for (double& b : result.device_busy_s) b /= timed_steps;
-  for (double& b : result.device_copy_s) b /= timed_steps;
+  average_timed_steps(result, options_.steps);
   result.pinned = false;  // no worker threads are pinned: GPU streams do the work
   return result;
 }
