@@ -95,14 +95,14 @@ std::string gpu_name(int index) { return "gpu:" + std::to_string(index); }
 
 }  // namespace
 
-CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const CalibrationProgressCallback& progress) {
-  const auto started = std::chrono::steady_clock::now();
-  std::vector<KernelSignature> sigs = gpu_calibration_signatures(options);  // validates
-  // Always measured, so that the machine's peak_flops and memory_bandwidth_Bps come from a
-  // compute-bound and a bandwidth-bound kernel even when only a graph's signatures are asked for.
-  for (const KernelSignature& probe : {KernelSignature::gemm(2048, 2048, 2048), KernelSignature::elementwise(int64_t{1} << 24, 2)})
-    if (std::find(sigs.begin(), sigs.end(), probe) == sigs.end()) sigs.push_back(probe);
+namespace {
 
+void report(const CalibrationProgressCallback& progress, const char* stage, const std::string& item, int done, int total) {
+  if (progress) progress(CalibrationProgress{stage, item, done, total});
+}
+
+// The CUDA devices to calibrate: the options' list, else every visible one.
+std::vector<int> calibration_devices(const GpuCalibrationOptions& options) {
   std::string why;
   const int visible = gpu::visible_device_count(&why);
   if (visible == 0) throw InputError(why);
@@ -113,20 +113,20 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
     if (d >= visible)
       throw InputError("GpuCalibrationOptions.devices: device " + std::to_string(d) + " is not visible (" +
                        std::to_string(visible) + " CUDA devices)");
+  return devices;
+}
+
+// Per GPU: the best compute and memory rates its kernels reached, and the gap between two tiny
+// kernels launched back to back (its launch overhead).
+struct GpuPeaks {
+  std::vector<double> flops, bandwidth, launch_gap;
+};
+
+GpuPeaks time_gpu_kernels(const GpuCalibrationOptions& options, const std::vector<int>& devices,
+                          const std::vector<KernelSignature>& sigs, Timer& timer, Calibration& cal,
+                          const CalibrationProgressCallback& progress) {
   const std::size_t nd = devices.size();
-  auto report = [&](const char* stage, const std::string& item, int done, int total) {
-    if (progress) progress(CalibrationProgress{stage, item, done, total});
-  };
-
-  CalibrationResult result;
-  Calibration& cal = result.calibration;
-  cal.backend = "cupti";
-  cal.host = host_name();
-  cal.created = utc_now_iso();
-  gpu::ActivityCollector cupti;  // after the device check: CUPTI fails without a driver
-  Timer timer(cupti, options.warmup, options.repeats);
-
-  std::vector<double> peak_flops(nd, 0), peak_bw(nd, 0), launch_gap(nd, 0);
+  GpuPeaks peaks{std::vector<double>(nd, 0), std::vector<double>(nd, 0), std::vector<double>(nd, 0)};
   const int total = static_cast<int>(nd * sigs.size());
   int done = 0;
   for (std::size_t i = 0; i < nd; ++i) {
@@ -139,24 +139,29 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
       const double t = timer.median_s(stream.s, [&] { kernel.launch(stream.s); });
       dc.kernel_times_s[sig] = t;
       if (sig.cls == KernelClass::kGemm || sig.cls == KernelClass::kConv2D)
-        peak_flops[i] = std::max(peak_flops[i], kernel_flops(sig) / t);
+        peaks.flops[i] = std::max(peaks.flops[i], kernel_flops(sig) / t);
       if (sig.cls == KernelClass::kElementwise || sig.cls == KernelClass::kCopy)
-        peak_bw[i] = std::max(peak_bw[i], kernel_bytes(sig) / t);
-      report("kernels", dc.device + " " + to_string(sig), ++done, total);
+        peaks.bandwidth[i] = std::max(peaks.bandwidth[i], kernel_bytes(sig) / t);
+      report(progress, "kernels", dc.device + " " + to_string(sig), ++done, total);
     }
     gpu::GpuKernel tiny(KernelSignature::elementwise(1, 1), ctx, options.max_kernel_bytes, stream.s);
-    launch_gap[i] = timer.launch_gap_s(stream.s, 100, [&] { tiny.launch(stream.s); });
+    peaks.launch_gap[i] = timer.launch_gap_s(stream.s, 100, [&] { tiny.launch(stream.s); });
     cal.devices.push_back(std::move(dc));
   }
-  cal.refit(options.fit);
+  return peaks;
+}
 
-  // Copies: host ↔ each GPU through pinned memory, and every ordered GPU pair (peer copies when
-  // peer access is possible, else the runtime stages through the host).
+// Copies: host ↔ each GPU through pinned memory, and every ordered GPU pair (peer copies when
+// peer access is possible, else the runtime stages through the host). Returns which ordered
+// pairs have peer access.
+std::vector<std::vector<bool>> time_copies(const GpuCalibrationOptions& options, const std::vector<int>& devices,
+                                           Timer& timer, Calibration& cal, const CalibrationProgressCallback& progress) {
+  const std::size_t nd = devices.size();
   const std::vector<int64_t> sizes = options.copy_bytes.empty() ? default_gpu_copy_sizes() : options.copy_bytes;
   const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
   std::vector<std::vector<bool>> peer(nd, std::vector<bool>(nd, false));
   const int copy_total = static_cast<int>((2 * nd + nd * (nd - 1)) * sizes.size());
-  done = 0;
+  int done = 0;
   {
     PinnedBuffer host(largest);
     for (std::size_t i = 0; i < nd; ++i) {
@@ -170,11 +175,11 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
         h2d.samples.push_back({0, static_cast<double>(bytes), timer.median_s(stream.s, [&] {
                                  PLACELAB_CUDA_CHECK(cudaMemcpyAsync(dev.ptr, host.ptr, n, cudaMemcpyHostToDevice, stream.s));
                                })});
-        report("copies", h2d.src + " -> " + h2d.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        report(progress, "copies", h2d.src + " -> " + h2d.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
         d2h.samples.push_back({0, static_cast<double>(bytes), timer.median_s(stream.s, [&] {
                                  PLACELAB_CUDA_CHECK(cudaMemcpyAsync(host.ptr, dev.ptr, n, cudaMemcpyDeviceToHost, stream.s));
                                })});
-        report("copies", d2h.src + " -> " + d2h.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        report(progress, "copies", d2h.src + " -> " + d2h.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
       }
       h2d.fit = fit_copy(h2d.samples);
       d2h.fit = fit_copy(d2h.samples);
@@ -205,45 +210,52 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
                                 PLACELAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst.ptr, devices[b], src.ptr, devices[a],
                                                                         static_cast<size_t>(bytes), stream.s));
                               })});
-        report("copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        report(progress, "copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
       }
       cc.fit = fit_copy(cc.samples);
       cal.copies.push_back(std::move(cc));
     }
-  if (cupti.dropped() > 0)
-    throw Error("CUPTI dropped " + std::to_string(cupti.dropped()) + " activity records; the timings are incomplete");
+  return peer;
+}
 
-  // The host device, probed with the CPU backend's kernels (two quick measurements).
-  Machine& m = result.machine;
+// The host device, probed with the CPU backend's kernels (two quick measurements).
+Device host_cpu_device() {
+  cpu::CpuKernel gemm(KernelSignature::gemm(256, 256, 256));
+  cpu::CpuKernel stream(KernelSignature::elementwise(int64_t{1} << 22, 2));
+  const double tg = std::max(time_kernel(gemm).median_s, 1e-9), ts = std::max(time_kernel(stream).median_s, 1e-9);
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return Device{.name = "cpu:0",
+                .kind = DeviceKind::kCpu,
+                .model = "host CPU",
+                .peak_flops_per_s = kernel_flops(gemm.signature()) / tg * static_cast<double>(std::max(cores, 1L)),
+                .memory_bandwidth_Bps = kernel_bytes(stream.signature()) / ts,
+                .memory_bytes = pages > 0 && page > 0 ? int64_t{pages} * page : int64_t{8} << 30,
+                .streams = static_cast<int>(std::max(cores, 1L)),
+                .launch_overhead_s = 0};
+}
+
+// The machine the measurements describe: the host CPU and the GPUs, joined at the host's PCIe
+// root complex, with a direct link between GPUs that have peer access both ways.
+Machine cupti_machine(const GpuCalibrationOptions& options, const Calibration& cal, const std::vector<int>& devices,
+                      const GpuPeaks& peaks, const std::vector<std::vector<bool>>& peer) {
+  const std::size_t nd = devices.size();
+  Machine m;
   m.name = options.machine_name;
   m.description = std::to_string(nd) + " GPU(s) measured by placelab's cupti calibration on " + cal.host + " at " +
                   cal.created;
-  {
-    cpu::CpuKernel gemm(KernelSignature::gemm(256, 256, 256));
-    cpu::CpuKernel stream(KernelSignature::elementwise(int64_t{1} << 22, 2));
-    const double tg = std::max(time_kernel(gemm).median_s, 1e-9), ts = std::max(time_kernel(stream).median_s, 1e-9);
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    m.devices.push_back(Device{.name = "cpu:0",
-                               .kind = DeviceKind::kCpu,
-                               .model = "host CPU",
-                               .peak_flops_per_s = kernel_flops(gemm.signature()) / tg * static_cast<double>(std::max(cores, 1L)),
-                               .memory_bandwidth_Bps = kernel_bytes(stream.signature()) / ts,
-                               .memory_bytes = pages > 0 && page > 0 ? int64_t{pages} * page : int64_t{8} << 30,
-                               .streams = static_cast<int>(std::max(cores, 1L)),
-                               .launch_overhead_s = 0});
-  }
+  m.devices.push_back(host_cpu_device());
   for (std::size_t i = 0; i < nd; ++i) {
     cudaDeviceProp prop{};
     PLACELAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, devices[i]));
     m.devices.push_back(Device{.name = gpu_name(static_cast<int>(i)),
                                .kind = DeviceKind::kGpu,
                                .model = prop.name,
-                               .peak_flops_per_s = peak_flops[i],
-                               .memory_bandwidth_Bps = peak_bw[i],
+                               .peak_flops_per_s = peaks.flops[i],
+                               .memory_bandwidth_Bps = peaks.bandwidth[i],
                                .memory_bytes = static_cast<int64_t>(prop.totalGlobalMem),
                                .streams = 1,
-                               .launch_overhead_s = launch_gap[i]});
+                               .launch_overhead_s = peaks.launch_gap[i]});
   }
   // Host and GPUs meet at the host's PCIe root complex (a switch: devices never relay traffic,
   // so GPUs without peer access reach each other through it). The host side of it is host memory
@@ -283,6 +295,33 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
                              .reverse_latency_s = ba->fit.latency_s});
     }
   m.finalize();
+  return m;
+}
+
+}  // namespace
+
+CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const CalibrationProgressCallback& progress) {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<KernelSignature> sigs = gpu_calibration_signatures(options);  // validates
+  // Always measured, so that the machine's peak_flops and memory_bandwidth_Bps come from a
+  // compute-bound and a bandwidth-bound kernel even when only a graph's signatures are asked for.
+  for (const KernelSignature& probe : {KernelSignature::gemm(2048, 2048, 2048), KernelSignature::elementwise(int64_t{1} << 24, 2)})
+    if (std::find(sigs.begin(), sigs.end(), probe) == sigs.end()) sigs.push_back(probe);
+  const std::vector<int> devices = calibration_devices(options);
+
+  CalibrationResult result;
+  Calibration& cal = result.calibration;
+  cal.backend = "cupti";
+  cal.host = host_name();
+  cal.created = utc_now_iso();
+  gpu::ActivityCollector cupti;  // after the device check: CUPTI fails without a driver
+  Timer timer(cupti, options.warmup, options.repeats);
+  const GpuPeaks peaks = time_gpu_kernels(options, devices, sigs, timer, cal, progress);
+  cal.refit(options.fit);
+  const std::vector<std::vector<bool>> peer = time_copies(options, devices, timer, cal, progress);
+  if (cupti.dropped() > 0)
+    throw Error("CUPTI dropped " + std::to_string(cupti.dropped()) + " activity records; the timings are incomplete");
+  result.machine = cupti_machine(options, cal, devices, peaks, peer);
   result.pinned = false;  // no CPU threads were pinned: the GPU timings do not depend on it
   result.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
