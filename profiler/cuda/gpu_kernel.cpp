@@ -72,6 +72,17 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+DeviceBuffer floats(int64_t n) { return DeviceBuffer(std::max<int64_t>(n, 1) * kFloat); }
+
+// The first algorithm cuDNN's ranking (fastest first) says it can run.
+template <typename Perf>
+auto first_working_algo(const Perf* perf, int got, const KernelSignature& sig, const char* what) {
+  int i = 0;
+  while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS) ++i;
+  if (i == got) throw Error(to_string(sig) + ": cuDNN proposes no " + what + " algorithm");
+  return perf[i].algo;
+}
+
 }  // namespace
 
 struct GpuKernel::State {
@@ -85,7 +96,70 @@ struct GpuKernel::State {
   cudnnConvolutionFwdAlgo_t fwd_algo{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
+
+  // A convolution's descriptors, buffers, algorithm and workspace, for any of its three forms.
+  void prepare_conv(const KernelSignature& sig);
 };
+
+void GpuKernel::State::prepare_conv(const KernelSignature& sig) {
+  const cpu::ConvShape c = cpu::ConvShape::from(sig);
+  conv = c;
+  desc = std::make_unique<ConvDescriptors>();
+  ConvDescriptors& ds = *desc;
+  PLACELAB_CUDA_CHECK(cudnnCreateTensorDescriptor(&ds.x));
+  PLACELAB_CUDA_CHECK(cudnnCreateTensorDescriptor(&ds.y));
+  PLACELAB_CUDA_CHECK(cudnnCreateFilterDescriptor(&ds.w));
+  PLACELAB_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&ds.conv));
+  PLACELAB_CUDA_CHECK(cudnnSetTensor4dDescriptor(ds.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(c.n, "n"),
+                                                 to_int(c.c, "c"), to_int(c.h, "h"), to_int(c.w, "w")));
+  PLACELAB_CUDA_CHECK(cudnnSetFilter4dDescriptor(ds.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(c.k, "k"),
+                                                 to_int(c.c, "c"), to_int(c.r, "r"), to_int(c.s, "s")));
+  // Cross-correlation, as the CPU kernels and every framework compute it.
+  PLACELAB_CUDA_CHECK(cudnnSetConvolution2dDescriptor(ds.conv, static_cast<int>(c.pad), static_cast<int>(c.pad),
+                                                      to_int(c.stride, "stride"), to_int(c.stride, "stride"), 1, 1,
+                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  PLACELAB_CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(ds.conv, ds.x, ds.w, &on, &oc, &oh, &ow));
+  if (oh != c.ho || ow != c.wo)
+    throw InputError(to_string(sig) + ": the filter does not fit the padded input (cuDNN output " +
+                     std::to_string(oh) + "x" + std::to_string(ow) + ")");
+  PLACELAB_CUDA_CHECK(cudnnSetTensor4dDescriptor(ds.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
+  cudnnHandle_t h = ctx->cudnn();
+  size_t ws = 0;
+  if (sig.cls == KernelClass::kConv2D) {
+    in.push_back(floats(c.input_size()));
+    in.push_back(floats(c.filter_size()));
+    out = floats(c.output_size());
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    PLACELAB_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, ds.x, ds.w, ds.conv, ds.y,
+                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+    fwd_algo = first_working_algo(perf, got, sig, "forward");
+    PLACELAB_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, ds.x, ds.w, ds.conv, ds.y, fwd_algo, &ws));
+  } else if (sig.cls == KernelClass::kConv2DBackpropInput) {
+    in.push_back(floats(c.output_size()));  // dy
+    in.push_back(floats(c.filter_size()));  // w
+    out = floats(c.input_size());           // dx
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int got = 0;
+    PLACELAB_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, ds.w, ds.y, ds.conv, ds.x,
+                                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+    bwd_data_algo = first_working_algo(perf, got, sig, "backward-data");
+    PLACELAB_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, ds.w, ds.y, ds.conv, ds.x, bwd_data_algo, &ws));
+  } else {
+    in.push_back(floats(c.input_size()));   // x
+    in.push_back(floats(c.output_size()));  // dy
+    out = floats(c.filter_size());          // dw
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int got = 0;
+    PLACELAB_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, ds.x, ds.y, ds.conv, ds.w,
+                                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+    bwd_filter_algo = first_working_algo(perf, got, sig, "backward-filter");
+    PLACELAB_CUDA_CHECK(
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, ds.x, ds.y, ds.conv, ds.w, bwd_filter_algo, &ws));
+  }
+  workspace = DeviceBuffer(static_cast<int64_t>(ws));
+}
 
 GpuKernel::GpuKernel(const KernelSignature& sig, DeviceContext& ctx, int64_t max_bytes, cudaStream_t stream)
     : sig_(sig), s_(std::make_unique<State>()) {
@@ -94,7 +168,6 @@ GpuKernel::GpuKernel(const KernelSignature& sig, DeviceContext& ctx, int64_t max
     throw InputError(to_string(sig) + " needs " + std::to_string(need) + " bytes of buffers, above the limit of " +
                      std::to_string(max_bytes));
   s_->ctx = &ctx;
-  auto floats = [&](int64_t n) { return DeviceBuffer(std::max<int64_t>(n, 1) * kFloat); };
   uint32_t seed = 0x9e3779b9u;
   auto fill = [&](const DeviceBuffer& b) { launch_fill(b.f(), b.bytes / kFloat, seed++, stream); };
   const auto& d = sig.dims;
@@ -109,76 +182,9 @@ GpuKernel::GpuKernel(const KernelSignature& sig, DeviceContext& ctx, int64_t max
     }
     case KernelClass::kConv2D:
     case KernelClass::kConv2DBackpropInput:
-    case KernelClass::kConv2DBackpropFilter: {
-      const cpu::ConvShape c = cpu::ConvShape::from(sig);
-      s_->conv = c;
-      s_->desc = std::make_unique<ConvDescriptors>();
-      ConvDescriptors& ds = *s_->desc;
-      PLACELAB_CUDA_CHECK(cudnnCreateTensorDescriptor(&ds.x));
-      PLACELAB_CUDA_CHECK(cudnnCreateTensorDescriptor(&ds.y));
-      PLACELAB_CUDA_CHECK(cudnnCreateFilterDescriptor(&ds.w));
-      PLACELAB_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&ds.conv));
-      PLACELAB_CUDA_CHECK(cudnnSetTensor4dDescriptor(ds.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(c.n, "n"),
-                                                     to_int(c.c, "c"), to_int(c.h, "h"), to_int(c.w, "w")));
-      PLACELAB_CUDA_CHECK(cudnnSetFilter4dDescriptor(ds.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(c.k, "k"),
-                                                     to_int(c.c, "c"), to_int(c.r, "r"), to_int(c.s, "s")));
-      // Cross-correlation, as the CPU kernels and every framework compute it.
-      PLACELAB_CUDA_CHECK(cudnnSetConvolution2dDescriptor(ds.conv, static_cast<int>(c.pad), static_cast<int>(c.pad),
-                                                          to_int(c.stride, "stride"), to_int(c.stride, "stride"), 1, 1,
-                                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-      int on = 0, oc = 0, oh = 0, ow = 0;
-      PLACELAB_CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(ds.conv, ds.x, ds.w, &on, &oc, &oh, &ow));
-      if (oh != c.ho || ow != c.wo)
-        throw InputError(to_string(sig) + ": the filter does not fit the padded input (cuDNN output " +
-                         std::to_string(oh) + "x" + std::to_string(ow) + ")");
-      PLACELAB_CUDA_CHECK(cudnnSetTensor4dDescriptor(ds.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
-      cudnnHandle_t h = ctx.cudnn();
-      size_t ws = 0;
-      if (sig.cls == KernelClass::kConv2D) {
-        s_->in.push_back(floats(c.input_size()));
-        s_->in.push_back(floats(c.filter_size()));
-        s_->out = floats(c.output_size());
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int got = 0;
-        PLACELAB_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, ds.x, ds.w, ds.conv, ds.y,
-                                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        int i = 0;
-        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS) ++i;
-        if (i == got) throw Error(to_string(sig) + ": cuDNN proposes no forward algorithm");
-        s_->fwd_algo = perf[i].algo;
-        PLACELAB_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, ds.x, ds.w, ds.conv, ds.y, s_->fwd_algo, &ws));
-      } else if (sig.cls == KernelClass::kConv2DBackpropInput) {
-        s_->in.push_back(floats(c.output_size()));  // dy
-        s_->in.push_back(floats(c.filter_size()));  // w
-        s_->out = floats(c.input_size());           // dx
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int got = 0;
-        PLACELAB_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            h, ds.w, ds.y, ds.conv, ds.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        int i = 0;
-        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS) ++i;
-        if (i == got) throw Error(to_string(sig) + ": cuDNN proposes no backward-data algorithm");
-        s_->bwd_data_algo = perf[i].algo;
-        PLACELAB_CUDA_CHECK(
-            cudnnGetConvolutionBackwardDataWorkspaceSize(h, ds.w, ds.y, ds.conv, ds.x, s_->bwd_data_algo, &ws));
-      } else {
-        s_->in.push_back(floats(c.input_size()));   // x
-        s_->in.push_back(floats(c.output_size()));  // dy
-        s_->out = floats(c.filter_size());          // dw
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int got = 0;
-        PLACELAB_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            h, ds.x, ds.y, ds.conv, ds.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        int i = 0;
-        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS) ++i;
-        if (i == got) throw Error(to_string(sig) + ": cuDNN proposes no backward-filter algorithm");
-        s_->bwd_filter_algo = perf[i].algo;
-        PLACELAB_CUDA_CHECK(
-            cudnnGetConvolutionBackwardFilterWorkspaceSize(h, ds.x, ds.y, ds.conv, ds.w, s_->bwd_filter_algo, &ws));
-      }
-      s_->workspace = DeviceBuffer(static_cast<int64_t>(ws));
+    case KernelClass::kConv2DBackpropFilter:
+      s_->prepare_conv(sig);
       break;
-    }
     case KernelClass::kElementwise: {
       const int64_t e = d[0];
       s_->in.push_back(floats(e * cpu::elementwise_distinct_inputs(e, std::max<int64_t>(d[1], 1))));
