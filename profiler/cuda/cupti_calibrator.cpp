@@ -97,9 +97,6 @@ std::string gpu_name(int index) { return "gpu:" + std::to_string(index); }
 
 namespace {
 
-void report(const CalibrationProgressCallback& progress, const char* stage, const std::string& item, int done, int total) {
-  if (progress) progress(CalibrationProgress{stage, item, done, total});
-}
 
 // The CUDA devices to calibrate: the options' list, else every visible one.
 std::vector<int> calibration_devices(const GpuCalibrationOptions& options) {
@@ -142,7 +139,7 @@ GpuPeaks time_gpu_kernels(const GpuCalibrationOptions& options, const std::vecto
         peaks.flops[i] = std::max(peaks.flops[i], kernel_flops(sig) / t);
       if (sig.cls == KernelClass::kElementwise || sig.cls == KernelClass::kCopy)
         peaks.bandwidth[i] = std::max(peaks.bandwidth[i], kernel_bytes(sig) / t);
-      report(progress, "kernels", dc.device + " " + to_string(sig), ++done, total);
+      detail::report_progress(progress, "kernels", dc.device + " " + to_string(sig), ++done, total);
     }
     gpu::GpuKernel tiny(KernelSignature::elementwise(1, 1), ctx, options.max_kernel_bytes, stream.s);
     peaks.launch_gap[i] = timer.launch_gap_s(stream.s, 100, [&] { tiny.launch(stream.s); });
@@ -175,11 +172,11 @@ std::vector<std::vector<bool>> time_copies(const GpuCalibrationOptions& options,
         h2d.samples.push_back({0, static_cast<double>(bytes), timer.median_s(stream.s, [&] {
                                  PLACELAB_CUDA_CHECK(cudaMemcpyAsync(dev.ptr, host.ptr, n, cudaMemcpyHostToDevice, stream.s));
                                })});
-        report(progress, "copies", h2d.src + " -> " + h2d.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        detail::report_progress(progress, "copies", h2d.src + " -> " + h2d.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
         d2h.samples.push_back({0, static_cast<double>(bytes), timer.median_s(stream.s, [&] {
                                  PLACELAB_CUDA_CHECK(cudaMemcpyAsync(host.ptr, dev.ptr, n, cudaMemcpyDeviceToHost, stream.s));
                                })});
-        report(progress, "copies", d2h.src + " -> " + d2h.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        detail::report_progress(progress, "copies", d2h.src + " -> " + d2h.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
       }
       h2d.fit = fit_copy(h2d.samples);
       d2h.fit = fit_copy(d2h.samples);
@@ -210,7 +207,7 @@ std::vector<std::vector<bool>> time_copies(const GpuCalibrationOptions& options,
                                 PLACELAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst.ptr, devices[b], src.ptr, devices[a],
                                                                         static_cast<size_t>(bytes), stream.s));
                               })});
-        report(progress, "copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        detail::report_progress(progress, "copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
       }
       cc.fit = fit_copy(cc.samples);
       cal.copies.push_back(std::move(cc));
@@ -311,9 +308,7 @@ CalibrationResult calibrate_cupti(const GpuCalibrationOptions& options, const Ca
 
   CalibrationResult result;
   Calibration& cal = result.calibration;
-  cal.backend = "cupti";
-  cal.host = host_name();
-  cal.created = utc_now_iso();
+  detail::stamp(cal, "cupti");
   gpu::ActivityCollector cupti;  // after the device check: CUPTI fails without a driver
   Timer timer(cupti, options.warmup, options.repeats);
   const GpuPeaks peaks = time_gpu_kernels(options, devices, sigs, timer, cal, progress);

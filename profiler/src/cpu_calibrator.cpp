@@ -58,7 +58,10 @@ int64_t physical_memory_bytes() {
 
 std::string cores_text(const std::vector<int>& cores) {
   std::string s;
-  for (int c : cores) s += (s.empty() ? "" : ",") + std::to_string(c);
+  for (int c : cores) {
+    if (!s.empty()) s += ',';  // appended: GCC 12 warns falsely (-Wrestrict) on "," + string
+    s += std::to_string(c);
+  }
   return s;
 }
 
@@ -245,9 +248,6 @@ void CpuCalibrationOptions::validate() const {
 
 namespace {
 
-void report(const CalibrationProgressCallback& progress, const char* stage, const std::string& item, int done, int total) {
-  if (progress) progress({stage, item, done, total});
-}
 
 // The kernels to time: the sweep, the caller's signatures and the two probes, each once; every
 // one's buffers within max_kernel_bytes.
@@ -307,7 +307,7 @@ DevicePeaks time_kernels(const CpuCalibrationOptions& options, const std::vector
         peaks.flops[d] = std::max(peaks.flops[d], kernel_flops(sig) / time_s);
       if (sig.cls == KernelClass::kElementwise || sig.cls == KernelClass::kCopy)
         peaks.bandwidth[d] = std::max(peaks.bandwidth[d], kernel_bytes(sig) / time_s);
-      report(progress, "kernels", dc.device + " " + to_string(sig), ++done, total);
+      detail::report_progress(progress, "kernels", dc.device + " " + to_string(sig), ++done, total);
     }
     result.calibration.devices.push_back(std::move(dc));
   }
@@ -361,7 +361,7 @@ void time_copies(const CpuCalibrationOptions& options, const std::vector<std::ve
           t.median_s = median(times);
         });
         cc.samples.push_back({0, static_cast<double>(bytes), std::max(t.median_s, 1e-9)});
-        report(progress, "copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
+        detail::report_progress(progress, "copies", cc.src + " -> " + cc.dst + " " + std::to_string(bytes) + " B", ++done, copy_total);
       }
       cc.fit = fit_copy(cc.samples);
       cal.copies.push_back(std::move(cc));
@@ -417,12 +417,12 @@ void measure_executor_overheads(Machine& m, Calibration& cal, const std::vector<
     if (i > 0) chain.add_edge(static_cast<OpId>(i - 1), static_cast<OpId>(i), {.bytes = 0});
   }
   CpuExecutor exec(chain, m, {.steps = 6, .device_cores = cores});
-  report(progress, "overhead", "executor dispatch on cpu:0", 0, nd > 1 ? 2 : 1);
+  detail::report_progress(progress, "overhead", "executor dispatch on cpu:0", 0, nd > 1 ? 2 : 1);
   const double local = exec.run(Placement(kChain, 0)).step_time_s;
   const double overhead = local / kChain;
   for (Device& dev : m.devices) dev.launch_overhead_s = overhead;
   if (nd > 1) {
-    report(progress, "overhead", "cross-device hand-off cpu:0 <-> cpu:1", 1, 2);
+    detail::report_progress(progress, "overhead", "cross-device hand-off cpu:0 <-> cpu:1", 1, 2);
     Placement alternate(kChain);
     for (int i = 0; i < kChain; ++i) alternate[static_cast<std::size_t>(i)] = static_cast<DeviceId>(i % 2);
     const double remote = exec.run(alternate).step_time_s;
@@ -434,7 +434,7 @@ void measure_executor_overheads(Machine& m, Calibration& cal, const std::vector<
     }
   }
   m.finalize();
-  report(progress, "overhead", "done", nd > 1 ? 2 : 1, nd > 1 ? 2 : 1);
+  detail::report_progress(progress, "overhead", "done", nd > 1 ? 2 : 1, nd > 1 ? 2 : 1);
 }
 
 }  // namespace
@@ -451,9 +451,7 @@ CalibrationResult calibrate_cpu(const CpuCalibrationOptions& options, const Cali
 
   CalibrationResult result;
   Calibration& cal = result.calibration;
-  cal.backend = "cpu";
-  cal.host = host_name();
-  cal.created = utc_now_iso();
+  detail::stamp(cal, "cpu");
   const int64_t llc_flush = last_level_cache_flush_bytes();
   const DevicePeaks peaks = time_kernels(options, cores, sigs, llc_flush, result, progress);
   cal.refit(options.fit);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <utility>
 
 #include "placelab/graph/error.h"
 
@@ -33,6 +34,17 @@ std::string utc_now_iso() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+void stamp(Calibration& cal, std::string backend) {
+  cal.backend = std::move(backend);
+  cal.host = host_name();
+  cal.created = utc_now_iso();
+}
+
+void report_progress(const CalibrationProgressCallback& progress, const char* stage, const std::string& item, int done,
+                     int total) {
+  if (progress) progress(CalibrationProgress{stage, item, done, total});
 }
 
 }  // namespace placelab::detail

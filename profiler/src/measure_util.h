@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "placelab/hwmodels/calibration.h"
+#include "placelab/profiler/cpu_calibrator.h"
 #include "placelab/profiler/median.h"
 
 namespace placelab::detail {
@@ -14,5 +16,10 @@ using placelab::median;
 std::string host_name();
 // The current time as ISO 8601 UTC, "2026-11-22T01:44:09Z".
 std::string utc_now_iso();
+// A new calibration's header: the backend that makes it, on this host, now.
+void stamp(Calibration& cal, std::string backend);
+// A stage's progress to the caller's callback, when there is one.
+void report_progress(const CalibrationProgressCallback& progress, const char* stage, const std::string& item, int done,
+                     int total);
 
 }  // namespace placelab::detail
