@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "placelab/learners/nn/layers.h"
-#include "placelab/learners/seq2seq.h"
+#include "placelab/learners/placer_policy.h"
+#include "placelab/learners/seq2seq.h"  // Seq2SeqOptions: the logit shaping both policies share
 
 namespace placelab {
 
