@@ -166,6 +166,9 @@ struct RouteSearch::Scratch {
   std::vector<Label> labels;
   std::vector<std::vector<std::size_t>> at;  // live labels per switch (index: node)
   std::vector<Candidate> best_any, best_inside;  // per target: any route; one that stays in the node
+  // best_any's costs (infinite: none yet), dense: most relaxations lose on cost alone, and this
+  // array stays in the first-level cache where best_any does not.
+  std::vector<double> any_cost;
   std::priority_queue<Queued, std::vector<Queued>, std::greater<>> queue;
 };
 
@@ -174,6 +177,7 @@ void RouteSearch::search(std::size_t s, Scratch& x, std::span<uint32_t> row, std
   x.at.resize(out_.size());
   for (auto& v : x.at) v.clear();
   x.best_any.assign(nd_, Candidate{});
+  x.any_cost.assign(nd_, std::numeric_limits<double>::infinity());
   const uint32_t home = group_[s];
   // Only a source of a node has routes that must stay inside it.
   if (home != 0) x.best_inside.assign(nd_, Candidate{});
@@ -190,8 +194,11 @@ void RouteSearch::search(std::size_t s, Scratch& x, std::span<uint32_t> row, std
       const double bandwidth_Bps = std::min(from.bandwidth_Bps, o.bandwidth_Bps);
       const double reference_s = std::max(from.reference_s, o.reference_s);
       if (o.to < nd_) {
-        const Candidate c{latency_s + reference_s, latency_s, from.hops + 1, bandwidth_Bps, id, o.dir, from.left_node};
-        if (better(c, x.best_any[o.to])) x.best_any[o.to] = c;
+        const double cost_s = latency_s + reference_s;
+        // better() loses on a higher cost; a route that must stay in its node may still win there.
+        if (cost_s > x.any_cost[o.to] && (home == 0 || from.left_node)) continue;
+        const Candidate c{cost_s, latency_s, from.hops + 1, bandwidth_Bps, id, o.dir, from.left_node};
+        if (better(c, x.best_any[o.to])) x.best_any[o.to] = c, x.any_cost[o.to] = cost_s;
         if (home != 0 && !c.left_node && better(c, x.best_inside[o.to])) x.best_inside[o.to] = c;
         continue;
       }
