@@ -259,9 +259,9 @@ std::optional<KernelSignature> torch_signature(std::string_view op, std::span<co
     const int64_t cols = dims[0].back();
     return KernelSignature::softmax(product(dims[0]) / cols, cols);
   }
-  // The builder's signatures of the TensorFlow counterparts (models/src/builder.cpp): FusedBatchNorm
-  // elementwise{e, 2}, FusedBatchNormGrad elementwise{e, 3}, MaxPoolGrad elementwise{in, 3},
-  // AvgPoolGrad elementwise{in, 1}, the cross-entropy gradient elementwise{n × c, 2}.
+  // The builder's signatures of the TensorFlow counterparts (models/src/builder_layers.cpp):
+  // FusedBatchNorm elementwise{e, 2}, FusedBatchNormGrad elementwise{e, 3}, MaxPoolGrad
+  // elementwise{in, 3}, AvgPoolGrad elementwise{in, 1}, the cross-entropy gradient elementwise{n × c, 2}.
   if ((op == "aten::batch_norm" || op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm" ||
        op == "aten::_batch_norm_impl_index") && rank(0) >= 2)
     return KernelSignature::elementwise(elements(0), 2);
