@@ -53,7 +53,7 @@ struct TraceImportOptions {
   // Traces without shapes take signatures from a graph. Not owned; may be null.
   // TensorFlow timelines: a node whose name is an op of the graph gets that op's signature.
   // Kineto: the i-th instance in a step of a torch op in a phase gets the signature of the i-th
-  // graph op (in op-id order) of the type and phase that kTorchToGraph in trace_import.cpp assigns
+  // graph op (in op-id order) of the type and phase that kTorchToGraph in trace_calibrate.cpp assigns
   // to it — when the counts per step agree (docs/calibration.md lists the table). Shapes the
   // trace recorded win over the graph's.
   const OpGraph* graph = nullptr;
