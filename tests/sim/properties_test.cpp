@@ -45,20 +45,18 @@ void expect_disjoint(std::vector<std::pair<double, double>> intervals, const std
     EXPECT_GE(intervals[i].first, intervals[i - 1].second) << what << " interval " << i;
 }
 
-TEST_P(SimProperties, HoldOnRandomDags) {
-  const auto [kind, seed] = GetParam();
-  const Machine m = make(kind);
-  std::vector<double> speed(m.num_devices());
-  for (std::size_t d = 0; d < speed.size(); ++d) speed[d] = 1.0 + 0.5 * static_cast<double>(d % 3);
-  FixedCostModel cost(m, speed);
-  OpGraph g = testing::random_dag(seed, 12, 9);
-  for (OpId op = 0; op < g.num_ops(); op += 7) g.op(op).cpu_only = true;
-  const Placement p = testing::random_placement(seed * 31 + 7, g.num_ops(), m.num_devices());
-  Simulator sim(g, cost);
-  SimResult r = sim.simulate(p, SimOptions{.record_timeline = true});
-  const std::size_t n = g.num_ops(), nd = m.num_devices();
+// Where each op ran in a simulated step's timeline, and its copies by (producer, destination).
+struct TimelineFacts {
+  std::vector<double> start, end;
+  std::vector<DeviceId> where;
+  std::map<std::pair<OpId, DeviceId>, const TimelineEvent*> sends;
+};
 
-  // Lower bounds: the critical path on each op's fastest device, and total work over all slots.
+// Lower bounds: the critical path on each op's fastest device, and total work over all slots; and
+// the copies graph/transfers.h says cross devices.
+void expect_lower_bounds_and_copy_count(const OpGraph& g, const Machine& m, const CostModel& cost, const Simulator& sim,
+                                        const Placement& p, const SimResult& r) {
+  const std::size_t n = g.num_ops(), nd = m.num_devices();
   std::vector<double> fastest(n), path(n, 0);
   double work = 0;
   int slots = 0;
@@ -94,13 +92,24 @@ TEST_P(SimProperties, HoldOnRandomDags) {
       [](uint32_t, OpId) {});
   EXPECT_EQ(r.transfers, copies);
 
-  // Each op runs exactly once, on its effective device, for its cost-model time.
+}
+
+// Each op runs exactly once, on its effective device, for its cost-model time; no stream runs two
+// things at once.
+TimelineFacts expect_consistent_timeline(const OpGraph& g, const Machine& m, const Simulator& sim, const Placement& p,
+                                         const SimResult& r) {
+  const std::size_t n = g.num_ops(), nd = m.num_devices();
+  TimelineFacts f;
+  f.start.assign(n, 0);
+  f.end.assign(n, 0);
+  f.where.assign(n, 0);
+  std::vector<double>& start = f.start;
+  std::vector<double>& end = f.end;
+  std::vector<DeviceId>& where = f.where;
+  std::map<std::pair<OpId, DeviceId>, const TimelineEvent*>& sends = f.sends;
   std::vector<int> runs(n, 0);
-  std::vector<double> start(n), end(n);
-  std::vector<DeviceId> where(n);
   std::vector<double> busy(nd, 0);
   std::map<std::pair<DeviceId, uint16_t>, std::vector<std::pair<double, double>>> stream_use;
-  std::map<std::pair<OpId, DeviceId>, const TimelineEvent*> sends;
   double last_end = 0, prev_start = 0;
   for (const TimelineEvent& e : r.timeline) {
     EXPECT_GE(e.start_s, prev_start) << "timeline not sorted by start";
@@ -132,7 +141,18 @@ TEST_P(SimProperties, HoldOnRandomDags) {
   for (DeviceId d = 0; d < nd; ++d) EXPECT_NEAR(r.devices[d].busy_s, busy[d], 1e-9);
   for (const auto& [key, intervals] : stream_use) expect_disjoint(intervals, m.devices[key.first].name);
 
-  // Inputs before starts; exactly one send per (producer, remote device) with a data edge.
+  return f;
+}
+
+// Inputs before starts; exactly one send per (producer, remote device) with a data edge, of the
+// producer's largest data edge, holding its route's links one copy at a time.
+void expect_sends_and_links(const OpGraph& g, const Machine& m, const CostModel& cost, const SimResult& r,
+                            const TimelineFacts& f) {
+  const std::size_t n = g.num_ops();
+  const std::vector<double>& start = f.start;
+  const std::vector<double>& end = f.end;
+  const std::vector<DeviceId>& where = f.where;
+  const auto& sends = f.sends;
   std::map<std::pair<OpId, DeviceId>, int64_t> expected_sends;  // → wire bytes
   for (OpId c = 0; c < n; ++c) {
     g.for_each_in_edge(c, [&](OpId src, const Tensor& t) {
@@ -165,8 +185,12 @@ TEST_P(SimProperties, HoldOnRandomDags) {
     EXPECT_EQ(r.links[h].bytes, link_bytes[h]);
   }
 
-  // Memory: time never goes back, transient never negative, all of it freed at the end, and the
-  // largest sample is the reported peak.
+}
+
+// Memory: time never goes back, transient never negative, all of it freed at the end, and the
+// largest sample is the reported peak.
+void expect_consistent_memory(const Machine& m, const SimResult& r) {
+  const std::size_t nd = m.num_devices();
   std::vector<int64_t> last(nd, -1), peak(nd, 0);
   double prev_time = 0;
   for (const MemorySample& s : r.memory_timeline) {
@@ -180,6 +204,23 @@ TEST_P(SimProperties, HoldOnRandomDags) {
     EXPECT_EQ(last[d], r.devices[d].persistent_bytes) << m.devices[d].name;
     EXPECT_EQ(peak[d], r.devices[d].peak_memory_bytes) << m.devices[d].name;
   }
+}
+
+TEST_P(SimProperties, HoldOnRandomDags) {
+  const auto [kind, seed] = GetParam();
+  const Machine m = make(kind);
+  std::vector<double> speed(m.num_devices());
+  for (std::size_t d = 0; d < speed.size(); ++d) speed[d] = 1.0 + 0.5 * static_cast<double>(d % 3);
+  FixedCostModel cost(m, speed);
+  OpGraph g = testing::random_dag(seed, 12, 9);
+  for (OpId op = 0; op < g.num_ops(); op += 7) g.op(op).cpu_only = true;
+  const Placement p = testing::random_placement(seed * 31 + 7, g.num_ops(), m.num_devices());
+  Simulator sim(g, cost);
+  SimResult r = sim.simulate(p, SimOptions{.record_timeline = true});
+  expect_lower_bounds_and_copy_count(g, m, cost, sim, p, r);
+  const TimelineFacts facts = expect_consistent_timeline(g, m, sim, p, r);
+  expect_sends_and_links(g, m, cost, r, facts);
+  expect_consistent_memory(m, r);
 }
 
 INSTANTIATE_TEST_SUITE_P(SeededDags, SimProperties,
