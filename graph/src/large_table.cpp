@@ -19,9 +19,10 @@ void* allocate_large(std::size_t bytes) {
   return p;
 }
 
+// Unsized deletes: clang enables sized deallocation only with -fsized-deallocation.
 void deallocate_large(void* p, std::size_t bytes) noexcept {
-  if (bytes < kHugePage) return ::operator delete(p, bytes);
-  ::operator delete(p, bytes, std::align_val_t{kHugePage});
+  if (bytes < kHugePage) return ::operator delete(p);
+  ::operator delete(p, std::align_val_t{kHugePage});
 }
 
 }  // namespace placelab::detail
