@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/workers.h"
 
 namespace placelab {
 namespace {
@@ -256,17 +257,10 @@ RouteTable search_routes(const Machine& machine, std::size_t threads) {
   std::vector<std::size_t> row_base(round);
   std::vector<std::exception_ptr> errors(round);
   std::vector<RouteSearch::Scratch> scratch(threads);
-  // Runs step(w) for every worker w, on `threads` threads.
-  auto on_workers = [threads](auto step) {
-    if (threads == 1) return step(0);
-    std::vector<std::jthread> pool;
-    for (std::size_t w = 1; w < threads; ++w) pool.emplace_back(step, w);
-    step(0);
-  };
   for (std::size_t first = 0; first < nd; first += round) {
     const std::size_t count = std::min(round, nd - first);
     auto row = [&](std::size_t i) { return std::span(table.hop_end).subspan((first + i) * nd, nd); };
-    on_workers([&](std::size_t w) {
+    run_on_workers(threads, [&](std::size_t w) {
       for (std::size_t i = w; i < count; i += threads) {
         row_hops[i].clear();
         try {
@@ -289,7 +283,7 @@ RouteTable search_routes(const Machine& machine, std::size_t threads) {
     // The first round's rows predict the rest: one allocation for the table's hops.
     if (first == 0 && count < nd) table.hops.reserve(end + end / count * (nd - count) * 21 / 20);
     table.hops.resize(end);
-    on_workers([&](std::size_t w) {
+    run_on_workers(threads, [&](std::size_t w) {
       for (std::size_t i = w; i < count; i += threads) {
         for (uint32_t& e : row(i)) e += static_cast<uint32_t>(row_base[i]);
         std::copy(row_hops[i].begin(), row_hops[i].end(), table.hops.begin() + static_cast<std::ptrdiff_t>(row_base[i]));

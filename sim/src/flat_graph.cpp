@@ -13,6 +13,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
+#include "placelab/graph/workers.h"
 #include "flat_graph.h"
 
 namespace placelab::sim_detail {
@@ -83,11 +84,7 @@ void fill_pairs(FlatGraph& g, const Machine& machine, const CostModel& cost, int
       }
     }
   };
-  {
-    std::vector<std::jthread> pool;
-    for (std::size_t w = 1; w < threads; ++w) pool.emplace_back(work, w);
-    work(0);
-  }
+  run_on_workers(threads, work);
   const auto first = std::min_element(failures.begin(), failures.end(),
                                       [](const auto& a, const auto& b) { return a.first < b.first; });
   if (first->second) std::rethrow_exception(first->second);

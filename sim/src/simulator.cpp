@@ -16,6 +16,7 @@
 
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
+#include "placelab/graph/workers.h"
 #include "flat_graph.h"
 
 namespace placelab {
@@ -752,14 +753,7 @@ void Simulator::simulate_batch(std::span<const Placement> batch, std::span<SimRe
       errors[worker] = std::current_exception();
     }
   };
-  {
-    // jthreads: a thread the system refuses to start leaves the started ones joined, not a
-    // std::terminate.
-    std::vector<std::jthread> pool;
-    pool.reserve(workers - 1);
-    for (std::size_t k = 1; k < workers; ++k) pool.emplace_back(work, k);
-    work(0);
-  }
+  run_on_workers(workers, work);
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 }
