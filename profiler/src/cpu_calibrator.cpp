@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <ranges>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "placelab/graph/error.h"
+#include "placelab/graph/keys.h"
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/cpu_executor.h"
 #include "measure_util.h"
@@ -57,12 +59,7 @@ int64_t physical_memory_bytes() {
 }
 
 std::string cores_text(const std::vector<int>& cores) {
-  std::string s;
-  for (int c : cores) {
-    if (!s.empty()) s += ',';  // appended: GCC 12 warns falsely (-Wrestrict) on "," + string
-    s += std::to_string(c);
-  }
-  return s;
+  return join_names(cores | std::views::transform([](int c) { return std::to_string(c); }), ",");
 }
 
 // Signatures always measured, so that the machine's peak_flops and memory_bandwidth_Bps come from
