@@ -17,6 +17,7 @@
 #include "placelab/graph/error.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/graph/workers.h"
+#include "placelab/sim/dataflow_schedule.h"
 #include "flat_graph.h"
 
 namespace placelab {
@@ -211,15 +212,40 @@ using sim_detail::kOpFinish;
 using sim_detail::kTransfer;
 
 constexpr uint32_t kNoTransfer = std::numeric_limits<uint32_t>::max();
+constexpr DeviceId kUndecided = std::numeric_limits<DeviceId>::max();
+
+// What a step that chooses its devices as it runs (simulate_deciding) keeps besides the event
+// loop's state: the decider, per-device ready lists (their sizes are unknown until the end, so
+// not segments of one array), and the plan the estimates read.
+struct Deciding {
+  DataflowDecider* decider = nullptr;
+  const DataflowRun* hint = nullptr;
+  std::vector<std::vector<ReadyOp>> ready;  // per device: its ready queue
+  std::vector<uint32_t> ready_head;         // per device: the queue's first entry
+  std::vector<double> planned_end_s;        // per op: its planned end, then its real one once started
+  // Per compute slot: the intervals the plan books on it, sorted and disjoint. A decided op goes
+  // into the earliest gap after its inputs that is long enough (HEFT's insertion policy): the ops
+  // decided on a device need not run in the order they were decided, and one decided long before
+  // its inputs arrive must not make the device look busy until then.
+  // With a hint, the plan starts with every op where and when the hint ran it, and an op's booking
+  // moves when it is decided: so a device the hint keeps busy looks busy.
+  std::vector<std::vector<std::pair<double, double>>> plan;
+  std::vector<uint32_t> hinted_slot;        // per op: the slot holding its hint booking; kNoTransfer: none
+  std::vector<uint8_t> done;                // per op: finished
+  std::vector<uint8_t> asked;               // per op: in the current batch
+  std::vector<OpId> batch;
+  uint32_t finishing = kNoTransfer;         // the op whose finish asks; kNoTransfer at time 0
+  double now = 0;
+};
 
 // One evaluation: binds the flat graph, the workspace and the result for the event loop.
 // kRecord (SimOptions::record_timeline) is a template parameter so that the hot path carries no
-// timeline branches at all.
-template <bool kRecord>
+// timeline branches at all; so is kDecide (simulate_deciding: devices chosen during the run).
+template <bool kRecord, bool kDecide = false>
 class Evaluation {
  public:
-  Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r)
-      : g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
+  Evaluation(const FlatGraph& g, SimWorkspace::Impl& w, SimResult& r, Deciding* deciding = nullptr)
+      : deciding_(deciding), g_(g), w_(w), r_(r), nd_(g.num_devices), nwords_((g.num_devices + 63) / 64),
         ops_(w.ops.data()), op_dev_(w.op_device.data()), devs_(w.devices.data()), remote_(w.remote_edges.data()), links_(w.links.data()), xfers_(w.transfers.data()),
         tree_(w.events.data()), num_slots_(g.slot_off[g.num_devices]), num_leaves_(g.num_leaves),
         tree_depth_(g.tree_depth) {}
@@ -236,29 +262,18 @@ class Evaluation {
     std::fill_n(w_.dirty_bits.begin(), nwords_, uint64_t{0});
     std::fill_n(w_.dest_bits.begin(), nwords_, uint64_t{0});
 
-    // Effective devices, ready-queue segment sizes and persistent memory.
-    for (uint32_t op = 0; op < n; ++op) {
-      const DeviceId d = g_.effective_device(op, placement[op]);
-      const sim_detail::OpInfo& info = g_.ops[op];
-      const double duration = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
-      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, duration, info.output_bytes};
-      op_dev_[op] = d;
-      ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
-      r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
+    if constexpr (kDecide) {
+      start_deciding();
+    } else {
+      place(placement);
     }
-    uint32_t off = 0;
-    for (uint32_t d = 0; d < nd_; ++d) {
-      const uint32_t count = devs_[d].ready_tail;
-      devs_[d].ready_head = devs_[d].ready_tail = off;
-      off += count;
-    }
-    if constexpr (kRecord) sim_detail::record_persistent_samples(g_, r_);
 
     for (uint32_t i = 0; i < 2 * num_leaves_; ++i) tree_[i].order = kNoEvent;
     num_transfers_ = 0;
     num_consumers_ = 0;
     finished_ = 0;
     any_dirty_ = false;
+    if constexpr (kDecide) ask(g_.sources, 0.0);
     for (uint32_t op : g_.sources) make_ready(op, 0.0);
 
     // Everything that happens at one instant first, then the dispatch (when the next event is
@@ -300,6 +315,238 @@ class Evaluation {
   }
 
  private:
+  // Effective devices, ready-queue segment sizes and persistent memory of a given placement.
+  void place(std::span<const DeviceId> placement) {
+    for (uint32_t op = 0; op < g_.num_ops; ++op) {
+      const DeviceId d = g_.effective_device(op, placement[op]);
+      const sim_detail::OpInfo& info = g_.ops[op];
+      const double duration = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
+      ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, duration, info.output_bytes};
+      op_dev_[op] = d;
+      ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
+      r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
+    }
+    uint32_t off = 0;
+    for (uint32_t d = 0; d < nd_; ++d) {
+      const uint32_t count = devs_[d].ready_tail;
+      devs_[d].ready_head = devs_[d].ready_tail = off;
+      off += count;
+    }
+    if constexpr (kRecord) sim_detail::record_persistent_samples(g_, r_);
+  }
+
+  // ---- Choosing devices while the step runs (simulate_deciding; kDecide only) ----
+
+  // Every op undecided, empty ready lists and an empty plan.
+  void start_deciding() {
+    Deciding& x = *deciding_;
+    for (uint32_t op = 0; op < g_.num_ops; ++op) {
+      const sim_detail::OpInfo& info = g_.ops[op];
+      ops_[op] = OpState{info.in_end - info.in_begin, 0, kUndecided, 0, 0.0, info.output_bytes};
+      op_dev_[op] = kUndecided;
+    }
+    x.ready.resize(nd_);
+    for (std::vector<ReadyOp>& queue : x.ready) queue.clear();
+    x.ready_head.assign(nd_, 0);
+    x.planned_end_s.assign(g_.num_ops, 0.0);
+    x.plan.resize(g_.slot_off[nd_]);
+    for (auto& intervals : x.plan) intervals.clear();
+    x.hinted_slot.assign(g_.num_ops, kNoTransfer);
+    if (x.hint != nullptr) book_hint();
+    x.done.assign(g_.num_ops, 0);
+    x.asked.assign(g_.num_ops, 0);
+    x.finishing = kNoTransfer;
+  }
+
+  // The hint's bookings: per device in start order, each op on the first slot free by its start
+  // (else the one free first), as the hint ran them.
+  void book_hint() {
+    Deciding& x = *deciding_;
+    std::vector<std::pair<double, uint32_t>> by_start;
+    by_start.reserve(g_.num_ops);
+    for (uint32_t op = 0; op < g_.num_ops; ++op) {
+      const DeviceId d = x.hint->placement[op];
+      by_start.emplace_back(x.hint->end_s[op] - op_time(op, d), op);
+    }
+    std::sort(by_start.begin(), by_start.end());
+    for (const auto& [start, op] : by_start) {
+      const DeviceId d = x.hint->placement[op];
+      uint32_t slot = g_.slot_off[d];
+      for (uint32_t s = slot; s < g_.slot_off[d + 1]; ++s) {
+        const double free_s = x.plan[s].empty() ? 0.0 : x.plan[s].back().second;
+        const double best_s = x.plan[slot].empty() ? 0.0 : x.plan[slot].back().second;
+        if (free_s <= start) {
+          slot = s;
+          break;
+        }
+        if (free_s < best_s) slot = s;
+      }
+      const double begin = std::max(start, x.plan[slot].empty() ? 0.0 : x.plan[slot].back().second);
+      x.plan[slot].emplace_back(begin, begin + (x.hint->end_s[op] - start));
+      x.hinted_slot[op] = slot;
+    }
+  }
+
+  // Takes `op`'s hint booking out of the plan (it is being decided).
+  void unbook_hint(uint32_t op) {
+    Deciding& x = *deciding_;
+    const uint32_t slot = x.hinted_slot[op];
+    if (slot == kNoTransfer) return;
+    x.hinted_slot[op] = kNoTransfer;
+    auto& booked = x.plan[slot];
+    const double duration = op_time(op, x.hint->placement[op]);
+    // Bookings on a slot are disjoint, so at most one zero-length one shares a start; find ours
+    // by its length among those with the hinted op's start.
+    auto it = std::lower_bound(booked.begin(), booked.end(), std::pair<double, double>{x.hint->end_s[op] - duration, -1.0});
+    for (; it != booked.end(); ++it)
+      if (it->second - it->first == duration || std::abs((it->second - it->first) - duration) <= 1e-12 * duration) break;
+    if (it != booked.end()) booked.erase(it);
+  }
+
+  // Asks the decider for `ops` (the sources, at time 0).
+  void ask(std::span<const uint32_t> ops, double now) {
+    deciding_->batch.assign(ops.begin(), ops.end());
+    consult(now);
+  }
+
+  // `op` finished: its successors without a device need one now, before its output is sent.
+  void ask_successors(uint32_t op, double now) {
+    Deciding& x = *deciding_;
+    x.done[op] = 1;
+    x.batch.clear();
+    const sim_detail::OpInfo& info = g_.ops[op];
+    for (uint32_t k = info.out_begin; k < info.out_end; ++k) {
+      const uint32_t dst = g_.out[k].dst;
+      if (op_dev_[dst] != kUndecided || x.asked[dst]) continue;
+      x.asked[dst] = 1;
+      x.batch.push_back(dst);
+    }
+    if (x.batch.empty()) return;
+    for (OpId dst : x.batch) x.asked[dst] = 0;
+    std::sort(x.batch.begin(), x.batch.end());
+    x.finishing = op;
+    consult(now);
+    x.finishing = kNoTransfer;
+  }
+
+  void consult(double now) {
+    Deciding& x = *deciding_;
+    if (x.batch.empty()) return;
+    x.now = now;
+    for (OpId op : x.batch) unbook_hint(op);
+    View view(*this);
+    x.decider->decide(x.batch, view);
+    for (OpId op : x.batch)
+      PLACELAB_CHECK(op_dev_[op] != kUndecided) << "the decider left op " << op << " without a device";
+  }
+
+  double op_time(uint32_t op, DeviceId d) const {
+    return g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
+  }
+
+  // DataflowStep::estimate (see there for the rule).
+  DataflowEstimate estimate(uint32_t op, DeviceId d) const {
+    const Deciding& x = *deciding_;
+    DataflowEstimate est;
+    est.ready_s = x.now;
+    const sim_detail::OpInfo& info = g_.ops[op];
+    for (uint32_t k = info.in_begin; k < info.in_end; ++k) {
+      const sim_detail::InEdge& e = g_.in[k];
+      DeviceId from = op_dev_[e.src];
+      double at = x.done[e.src] ? x.now : x.planned_end_s[e.src];
+      if (from == kUndecided) {
+        if (x.hint == nullptr) continue;
+        from = x.hint->placement[e.src];
+        at = std::max(x.now, x.hint->end_s[e.src]);
+      }
+      const bool remote = e.data && from != d;
+      if (remote) {
+        const std::size_t pair_index = std::size_t{from} * nd_ + d;
+        const sim_detail::PairInfo& pair = g_.pairs[pair_index];
+        const int64_t bytes = g_.ops[e.src].send_bytes;
+        // Only the finishing producer is done here (an op is asked for when its first producer
+        // finishes): its copy would be issued now, behind what the links hold.
+        if (x.done[e.src] && !pair.by_device)
+          for (LinkDirection h : g_.route(pair_index)) at = std::max(at, links_[h].free_s);
+        at += transfer_duration(pair, bytes, from, d);
+        est.copy_bytes += bytes;
+      }
+      est.ready_s = std::max(est.ready_s, at);
+    }
+    const double duration = op_time(op, d);
+    est.start_s = std::numeric_limits<double>::infinity();
+    for (uint32_t s = g_.slot_off[d]; s < g_.slot_off[d + 1]; ++s)
+      est.start_s = std::min(est.start_s, earliest_gap(x.plan[s], est.ready_s, duration));
+    est.end_s = est.start_s + duration;
+    return est;
+  }
+
+  // The earliest t >= ready with [t, t + duration) free among `booked` (sorted, disjoint).
+  static double earliest_gap(const std::vector<std::pair<double, double>>& booked, double ready, double duration) {
+    auto it = std::upper_bound(booked.begin(), booked.end(), ready,
+                               [](double t, const std::pair<double, double>& b) { return t < b.second; });
+    double t = ready;
+    for (; it != booked.end(); ++it) {
+      if (it->first - t >= duration) return t;
+      t = std::max(t, it->second);
+    }
+    return t;
+  }
+
+  // DataflowStep::decide.
+  void decide(uint32_t op, DeviceId placed) {
+    PLACELAB_CHECK(op < g_.num_ops && placed < nd_) << "op " << op << ", device " << placed;
+    PLACELAB_CHECK(op_dev_[op] == kUndecided) << "op " << op << " is decided already";
+    const DeviceId d = g_.effective_device(op, placed);
+    unbook_hint(op);
+    const DataflowEstimate est = estimate(op, d);
+    Deciding& x = *deciding_;
+    const double duration = est.end_s - est.start_s;
+    for (uint32_t s = g_.slot_off[d]; s < g_.slot_off[d + 1]; ++s) {
+      if (earliest_gap(x.plan[s], est.ready_s, duration) != est.start_s) continue;
+      auto& booked = x.plan[s];
+      const std::pair<double, double> interval{est.start_s, est.end_s};
+      booked.insert(std::upper_bound(booked.begin(), booked.end(), interval), interval);
+      break;
+    }
+    x.planned_end_s[op] = est.end_s;
+    op_dev_[op] = d;
+    ops_[op].device = d;
+    ops_[op].duration_s = op_time(op, d);
+    r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
+  }
+
+  // The running step as a decider sees it.
+  class View final : public DataflowStep {
+   public:
+    explicit View(Evaluation& e) : e_(e) {}
+    double now_s() const override { return e_.deciding_->now; }
+    std::optional<OpId> finishing() const override {
+      const uint32_t op = e_.deciding_->finishing;
+      return op == kNoTransfer ? std::nullopt : std::optional<OpId>(op);
+    }
+    bool decided(OpId op) const override {
+      PLACELAB_CHECK(op < e_.g_.num_ops) << "op " << op;
+      return e_.op_dev_[op] != kUndecided;
+    }
+    DeviceId device(OpId op) const override {
+      PLACELAB_CHECK(decided(op)) << "op " << op << " has no device yet";
+      return e_.op_dev_[op];
+    }
+    int64_t memory_in_use(DeviceId d) const override {
+      PLACELAB_CHECK(d < e_.nd_) << "device " << d;
+      return e_.r_.devices[d].persistent_bytes + e_.devs_[d].transient_bytes;
+    }
+    DataflowEstimate estimate(OpId op, DeviceId d) const override {
+      PLACELAB_CHECK(op < e_.g_.num_ops && d < e_.nd_) << "op " << op << ", device " << d;
+      return e_.estimate(op, e_.g_.effective_device(op, d));
+    }
+    void decide(OpId op, DeviceId d) override { e_.decide(op, d); }
+
+   private:
+    Evaluation& e_;
+  };
+
   // The event queue. Every pending event belongs to one resource that has at most one at a time:
   // a compute slot (the finish of its op) or a transfer queue (the finish of its head). So
   // the queue is a tournament tree over a fixed set of leaves, slots first, then queues, padded
@@ -384,13 +631,36 @@ class Evaluation {
   // Appends `op` to its device's FIFO; among ops ready at the same time, smaller ids go first.
   void make_ready(uint32_t op, double now) {
     const DeviceId d = op_dev_[op];
-    ReadyOp* queue = w_.ready.data();
-    DeviceState& ds = devs_[d];
-    const uint32_t head = ds.ready_head;
-    uint32_t i = ds.ready_tail++;
-    for (; i > head && queue[i - 1].time == now && queue[i - 1].op > op; --i) queue[i] = queue[i - 1];
-    queue[i] = ReadyOp{now, op};
+    if constexpr (kDecide) {
+      std::vector<ReadyOp>& queue = deciding_->ready[d];
+      queue.push_back({});
+      std::size_t i = queue.size() - 1;
+      for (; i > deciding_->ready_head[d] && queue[i - 1].time == now && queue[i - 1].op > op; --i)
+        queue[i] = queue[i - 1];
+      queue[i] = ReadyOp{now, op};
+    } else {
+      ReadyOp* queue = w_.ready.data();
+      DeviceState& ds = devs_[d];
+      const uint32_t head = ds.ready_head;
+      uint32_t i = ds.ready_tail++;
+      for (; i > head && queue[i - 1].time == now && queue[i - 1].op > op; --i) queue[i] = queue[i - 1];
+      queue[i] = ReadyOp{now, op};
+    }
     mark_dirty(d);
+  }
+
+  // The ready queue of device d: whether it is empty, and its first entry (popped by pop_ready).
+  bool no_ready(DeviceId d, const DeviceState& ds) const {
+    if constexpr (kDecide) return deciding_->ready_head[d] == deciding_->ready[d].size();
+    return ds.ready_head == ds.ready_tail;
+  }
+  const ReadyOp& first_ready(DeviceId d, const DeviceState& ds) const {
+    if constexpr (kDecide) return deciding_->ready[d][deciding_->ready_head[d]];
+    return w_.ready[ds.ready_head];
+  }
+  uint32_t pop_ready(DeviceId d, DeviceState& ds) {
+    if constexpr (kDecide) return deciding_->ready[d][deciding_->ready_head[d]++].op;
+    return w_.ready[ds.ready_head++].op;
   }
 
   // Dispatches when something is ready or freed and no more events happen at `now` (the next
@@ -419,14 +689,14 @@ class Evaluation {
     DeviceState& ds = devs_[d];
     while (ds.free_slots > 0) {
       if (ds.copy_head != kNoTransfer) [[unlikely]] {
-        if (ds.ready_head == ds.ready_tail || xfers_[ds.copy_head].end_s < w_.ready[ds.ready_head].time) {
+        if (no_ready(d, ds) || xfers_[ds.copy_head].end_s < first_ready(d, ds).time) {
           start_copy(d, now);
           continue;
         }
-      } else if (ds.ready_head == ds.ready_tail) {
+      } else if (no_ready(d, ds)) {
         break;
       }
-      const uint32_t op = w_.ready[ds.ready_head++].op;
+      const uint32_t op = pop_ready(d, ds);
       const uint32_t first = g_.slot_off[d];
       uint32_t s = first;
       while (w_.slot_busy[s]) ++s;  // lowest free slot; a free one exists (free_slots > 0)
@@ -440,6 +710,7 @@ class Evaluation {
       stats.busy_s += duration;
       ++stats.num_ops;
       set_leaf(s, Event{now + duration, kOpFinish << 32 | op});
+      if constexpr (kDecide) deciding_->planned_end_s[op] = now + duration;
       if constexpr (kRecord) {
         r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, static_cast<uint16_t>(s - first), now,
                                now + duration, started.output_bytes});
@@ -457,6 +728,7 @@ class Evaluation {
     ++devs_[d].free_slots;
     mark_dirty(d);
     ++finished_;
+    if constexpr (kDecide) ask_successors(op, now);
 
     // Successors: local data edges and every control edge are satisfied now; remote data edges
     // are grouped by destination device (a bit set and a count per device), one transfer each.
@@ -651,6 +923,7 @@ class Evaluation {
     set_leaf(leaf, Event{xfers_[next].end_s, kTransfer << 32 | next});
   }
 
+  Deciding* const deciding_;
   const FlatGraph& g_;
   SimWorkspace::Impl& w_;
   SimResult& r_;
@@ -756,6 +1029,25 @@ void Simulator::simulate_batch(std::span<const Placement> batch, std::span<SimRe
   run_on_workers(workers, work);
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+DataflowRun simulate_deciding(const Simulator& simulator, DataflowDecider& decider, const DataflowRun* hint) {
+  const Simulator::Prepared& g = *simulator.prepared_;
+  if (g.eager)
+    throw InputError("simulate_deciding: the graph runs eagerly (PyTorch); its schedulers use EagerSchedule");
+  PLACELAB_CHECK(hint == nullptr || (hint->placement.size() == g.num_ops && hint->end_s.size() == g.num_ops))
+      << "a hint of another graph";
+  SimWorkspace workspace;
+  SimWorkspace::Impl& w = workspace.impl();
+  w.reserve_for(g);
+  DataflowRun run;
+  Deciding deciding;
+  deciding.decider = &decider;
+  deciding.hint = hint;
+  Evaluation<false, true>(g, w, run.result, &deciding).run({});
+  run.placement.assign(w.op_device.begin(), w.op_device.begin() + g.num_ops);
+  run.end_s = std::move(deciding.planned_end_s);  // every op has started, so these are real ends
+  return run;
 }
 
 std::string oom_message(const SimResult& result, const Machine& machine) {

@@ -1,6 +1,9 @@
 #include "placelab/learners/baselines.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <sstream>
 #include <optional>
 #include <set>
 #include <string>
@@ -255,15 +258,18 @@ OpGraph diamond(double b_flops) {
 }
 
 // ETF by hand on two GPUs of the toy machine (10 TFLOP/s; gpu:0 → gpu:1 is two PCIe hops, 20 µs +
-// bytes / 10 GB/s, so a 10 MB tensor takes 1.02 ms). a (1 ms) → b (2 ms), c (1 ms) → d (1 ms).
-//   a: gpu:0 at 0 (tie with gpu:1, lower id), done at 1.
-//   b, c both start at 1 on gpu:0 (2.02 on gpu:1): b, earlier in topological order, done at 3.
-//   c: gpu:0 at 3, gpu:1 at 1 + 1.02 = 2.02 → gpu:1, done at 3.02.
-//   d: gpu:0 at 3.02 + 1.02 = 4.04, gpu:1 at 3 + 1.02 = 4.02 → gpu:1.
+// bytes / 10 GB/s, so a 10 MB tensor takes 1.02 ms). a (1 ms) → b (3 ms), c (1 ms) → d (1 ms).
+//   a: a source, gpu:0 at 0 (tie with gpu:1, lower id), done at 1; then b and c are asked for.
+//   b, c both start at 1 on gpu:0 (2.02 on gpu:1): b, earlier in topological order, done at 4.
+//   c: gpu:0 at 4, gpu:1 at 1 + 1.02 = 2.02 → gpu:1, done at 3.02; then d is asked for.
+//   d: gpu:0 at max(4, 3.02 + 1.02) = 4.04, gpu:1 at 4 + 1.02 = 5.02 → gpu:0, done at 5.04.
+// One GPU would take 6 ms, and no run with this one as its hint does better, so it is the answer.
 TEST(MEtf, MatchesAHandComputedSchedule) {
   const Machine m = testing::toy_machine(2);
   const testing::FlopsCostModel cost(m);
-  EXPECT_EQ(m_etf_placement(diamond(2e10), cost), (Placement{1, 1, 2, 2}));
+  const ListSchedule s = m_etf_schedule(diamond(3e10), cost);
+  EXPECT_EQ(s.placement, (Placement{1, 1, 2, 1}));
+  EXPECT_DOUBLE_EQ(s.makespan_s, 5.04e-3);
 }
 
 // Two children of one parent on the toy machine (1 ms per 1e10 FLOP; a's 10 MB output takes 1.02
@@ -357,6 +363,70 @@ TEST(ListSchedulers, PredictTheSimulatedStepOfTheirPlacementOnEagerGraphs) {
         const SimResult r = sim.simulate(schedule.placement);
         EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << spec << ", " << preset;
         EXPECT_GT(r.step_time_s, 0.0);
+      }
+    }
+  }
+}
+
+// On a TensorFlow graph the list schedulers decide each op's device inside the simulator's own run
+// of the step (sim/dataflow_schedule.h), so again the makespan each predicts is the simulated step
+// of its placement, to the bit. A sample of the zoo's dataflow models over the single-node presets
+// (docs/learners.md has the full table and the command behind it).
+TEST(ListSchedulers, PredictTheSimulatedStepOfTheirPlacementOnDataflowGraphs) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"inception_v3:batch=8", "p100x4"}, {"resnet50:batch=8,image=64", "k80x4"},
+      {"nmt:layers=2,batch=16,seq=10", "dgx1"}, {"cifar10_cnn", "h100x8"}};
+  for (const auto& [spec, preset] : cases) {
+    const models::Model model = models::make_model(models::ModelSpec::parse(spec));
+    ASSERT_EQ(model.graph.execution(), Execution::kDataflow) << spec;
+    const Machine machine = load_machine(preset);
+    const AnalyticCostModel cost(machine);
+    const Simulator sim(model.graph, cost);
+    const std::vector<std::pair<std::string, ListSchedule>> schedules = {
+        {"heft", heft_schedule(model.graph, cost)},
+        {"m_etf", m_etf_schedule(model.graph, cost)},
+        {"m_sct", m_sct_schedule(model.graph, cost)}};
+    for (const auto& [name, schedule] : schedules) {
+      const SimResult r = sim.simulate(schedule.placement);
+      EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << spec << ", " << preset;
+      EXPECT_GT(r.step_time_s, 0.0);
+      expect_valid(model.graph, machine, schedule.placement, name.c_str());
+    }
+  }
+}
+
+// The whole matrix behind docs/learners.md's table: every dataflow model of the zoo at its defaults
+// (or those in PLACELAB_LIST_MODELS) on every preset in PLACELAB_LIST_PRESETS (comma-separated;
+// default the single-node ones),
+// printing each scheduler's predicted makespan, the simulated step of its placement and one GPU's.
+// Minutes of CPU, so disabled; run it with
+//   build/tests/learners/learners_test --gtest_also_run_disabled_tests \
+//     --gtest_filter=ListSchedulers.DISABLED_PredictTheSimulatedStepOnEveryZooModelAndPreset
+TEST(ListSchedulers, DISABLED_PredictTheSimulatedStepOnEveryZooModelAndPreset) {
+  std::vector<std::string> presets = {"k80x2", "k80x4", "k80x8", "p100x4", "dgx1", "h100x8"};
+  if (const char* names = std::getenv("PLACELAB_LIST_PRESETS")) {
+    presets.clear();
+    std::stringstream in(names);
+    for (std::string name; std::getline(in, name, ',');) presets.push_back(name);
+  }
+  const char* only = std::getenv("PLACELAB_LIST_MODELS");  // comma-separated; default all
+  for (const models::ModelInfo& info : models::model_zoo()) {
+    if (only && ("," + std::string(only) + ",").find("," + info.name + ",") == std::string::npos) continue;
+    const models::Model model = models::make_model(models::ModelSpec::parse(info.name));
+    if (model.graph.execution() != Execution::kDataflow) continue;
+    for (const std::string& preset : presets) {
+      const Machine machine = load_machine(preset);
+      const AnalyticCostModel cost(machine);
+      const Simulator sim(model.graph, cost);
+      const double one_gpu = sim.simulate(single_gpu_placement(model.graph, machine)).step_time_s;
+      for (const auto& [name, schedule] : {std::pair{"heft", heft_schedule(model.graph, cost)},
+                                           std::pair{"m_etf", m_etf_schedule(model.graph, cost)},
+                                           std::pair{"m_sct", m_sct_schedule(model.graph, cost)}}) {
+        const SimResult r = sim.simulate(schedule.placement);
+        EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << info.name << ", " << preset;
+        std::printf("| %s | %s | %s | %.4f | %.4f | %.4f%s |\n", info.name.c_str(), preset.c_str(), name,
+                    schedule.makespan_s, r.step_time_s, one_gpu, r.oom ? " (OOM)" : "");
+        std::fflush(stdout);
       }
     }
   }

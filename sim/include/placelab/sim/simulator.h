@@ -164,6 +164,9 @@ class Simulator {
 
  private:
   friend class EagerSchedule;  // builds a step op by op on the prepared graph (eager_schedule.h)
+  // Runs a dataflow step whose devices are chosen as it runs (dataflow_schedule.h).
+  friend struct DataflowRun simulate_deciding(const Simulator& simulator, class DataflowDecider& decider,
+                                             const struct DataflowRun* hint);
   struct Prepared;
   std::unique_ptr<Prepared> prepared_;
 };
