@@ -23,6 +23,7 @@
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/sim/eager_schedule.h"
+#include "placelab/sim/link_book.h"
 #include "placelab/sim/simulator.h"
 #include "dataflow_list.h"
 #include "registry_entries.h"
@@ -103,10 +104,14 @@ Placement m_topo_placement(const OpGraph& graph, const Machine& machine, const M
 
 namespace {
 
-// The ETF schedule of an eager graph being built: the times are the eager model's own
-// (EagerSchedule), the ready op is the next in program order, and its start on a device is where
-// the simulator would start it. Given favorite children (m-SCT), the schedule also follows SCT's
-// rule for them (see select()). A dataflow graph goes to dataflow_list.h instead (run()).
+// The ETF schedule being built: flat per-op and per-(op, device) arrays sized once, so that the
+// selection loop allocates nothing. Transfers follow graph/transfers.h (one copy of a producer's
+// largest data edge per destination device) and hold every link direction of their route in FIFO
+// order, as in the simulator and heft_placement. Baechi models one channel per device instead
+// (DeviceWrapper.send_tensor / recv_tensor); the machine's links are the finer model we have.
+// Given favorite children (m-SCT), the schedule also follows SCT's rule for them (see select()).
+// On an eager graph the times are the eager model's own (EagerSchedule): the ready op is the next in
+// program order, and its start on a device is where the simulator would start it.
 class EtfSchedule {
  public:
   // `favorite`: empty for m-ETF; for m-SCT, each op's favorite child (sct_favorite_children).
@@ -122,7 +127,12 @@ class EtfSchedule {
         targets_(placement_targets(machine_, who)),
         cpu_(machine_.default_cpu()),
         coloc_(group_by_colocation(graph)),
-        wire_(wire_bytes(graph)) {}
+        wire_(wire_bytes(graph)) {
+    if (graph.execution() == Execution::kEager) {
+      simulator_ = std::make_unique<Simulator>(graph, cost);
+      eager_.emplace(*simulator_);
+    }
+  }
 
   ListSchedule run();
 
@@ -144,12 +154,21 @@ class EtfSchedule {
   // The devices op may run on: the first CPU for a soft-placed op, its group's device once the
   // group has one, else the targets. `storage` backs a one-device answer.
   std::span<const DeviceId> devices_of(OpId op, DeviceId& storage) const;
+  // When all of op's inputs would be on d (dry run against the committed link times), and the
+  // bytes the copies it would receive there take. Cached per (op, d) until a transfer is committed.
+  void probe(OpId op, DeviceId d, double& ready_s, int64_t& copy_bytes);
   bool fits(OpId op, DeviceId d, int64_t copy_bytes) const;
   // When op could start on d (kNever when it does not fit there and memory is respected).
   double start_on(OpId op, DeviceId d, bool respect_memory);
   void keep_devices_for_favorites(bool respect_memory);
   Choice select(bool respect_memory);
   void commit(OpId op, DeviceId d);
+  void schedule_on_streams(OpId op, DeviceId d);
+  // When src's output, sent to d once src finishes, is there (`commit`: its links are held).
+  double copy_end_s(OpId src, DeviceId d, bool commit) {
+    return links_.book(machine_.route(p_[src], d).hops, finish_[src], cost_.transfer_time_s(wire_[src], p_[src], d),
+                       commit);
+  }
   void release_output(OpId producer);
 
   const OpGraph& graph_;
@@ -167,7 +186,15 @@ class EtfSchedule {
   std::optional<EagerSchedule> eager_;
 
   std::vector<std::size_t> topo_pos_;
+  std::vector<double> op_time_;          // [op * devices + d], s
+  std::vector<double> stream_free_;      // [stream]: when it is next free, s
+  std::vector<std::size_t> stream_begin_;  // device d's streams: [stream_begin_[d], stream_begin_[d+1])
+  LinkBook links_;
   std::vector<double> arrival_;          // [producer * devices + d]: its output's arrival on d; < 0: not sent
+  std::vector<double> probe_ready_;      // [op * devices + d]: probe() cache
+  std::vector<int64_t> probe_copy_bytes_;
+  std::vector<uint64_t> probe_version_;  // link_version_ the cache entry was computed at, + 1
+  uint64_t link_version_ = 0;            // bumped whenever a transfer is committed
   std::vector<int64_t> group_persistent_;
   std::vector<int> group_device_;
   std::vector<int64_t> used_bytes_;      // [d]: bytes live on d in the schedule
@@ -186,9 +213,20 @@ void EtfSchedule::prepare() {
   const std::vector<OpId> topo = graph_.topological_order();
   topo_pos_.assign(n_, 0);
   for (std::size_t i = 0; i < n_; ++i) topo_pos_[topo[i]] = i;
-  simulator_ = std::make_unique<Simulator>(graph_, cost_);
-  eager_.emplace(*simulator_);
+  op_time_.assign(n_ * num_devices_, 0.0);
+  for (OpId op = 0; op < n_; ++op) {
+    for (DeviceId d : targets_) op_time_[op * num_devices_ + d] = cost_.op_time_s(graph_.op(op), d);
+    if (cpu_) op_time_[op * num_devices_ + *cpu_] = cost_.op_time_s(graph_.op(op), *cpu_);
+  }
+  stream_begin_.assign(num_devices_ + 1, 0);
+  for (DeviceId d = 0; d < num_devices_; ++d)
+    stream_begin_[d + 1] = stream_begin_[d] + static_cast<std::size_t>(std::max(1, machine_.devices[d].streams));
+  stream_free_.assign(stream_begin_.back(), 0.0);
+  links_.reset(machine_.num_link_directions());
   arrival_.assign(n_ * num_devices_, -1.0);
+  probe_ready_.assign(n_ * num_devices_, 0.0);
+  probe_copy_bytes_.assign(n_ * num_devices_, 0);
+  probe_version_.assign(n_ * num_devices_, 0);
   group_persistent_.assign(coloc_.num_groups(), 0);
   for (OpId op = 0; op < n_; ++op) group_persistent_[coloc_.group_of(op)] += graph_.op(op).persistent_bytes;
   group_device_.assign(coloc_.num_groups(), -1);
@@ -205,8 +243,9 @@ void EtfSchedule::prepare() {
   for (OpId op = 0; op < n_; ++op) {
     inputs_left_[op] = graph_.in_degree(op);
     consumers_left_[op] = graph_.out_degree(op);
+    if (inputs_left_[op] == 0 && !eager_) ready_.push_back(op);
   }
-  if (n_ > 0) ready_.push_back(0);  // program order: one op at a time
+  if (eager_ && n_ > 0) ready_.push_back(0);  // program order: one op at a time
   p_.assign(n_, targets_.front());
 }
 
@@ -221,6 +260,33 @@ std::span<const DeviceId> EtfSchedule::devices_of(OpId op, DeviceId& storage) co
   return {&storage, 1};
 }
 
+void EtfSchedule::probe(OpId op, DeviceId d, double& ready_s, int64_t& copy_bytes) {
+  const std::size_t key = op * num_devices_ + d;
+  if (probe_version_[key] == link_version_ + 1) {
+    ready_s = probe_ready_[key];
+    copy_bytes = probe_copy_bytes_[key];
+    return;
+  }
+  ready_s = 0;
+  copy_bytes = 0;
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+    double at = finish_[src];  // a control edge or a local tensor: when the producer finishes
+    if (!t.control && p_[src] != d) {
+      const double arrived = arrival_[src * num_devices_ + d];
+      if (arrived >= 0) {
+        at = arrived;
+      } else {
+        at = copy_end_s(src, d, /*commit=*/false);
+        copy_bytes += wire_[src];
+      }
+    }
+    ready_s = std::max(ready_s, at);
+  });
+  probe_ready_[key] = ready_s;
+  probe_copy_bytes_[key] = copy_bytes;
+  probe_version_[key] = link_version_ + 1;
+}
+
 // Baechi's test (ReadyOpManager.get_ready_ts → DeviceWrapper.is_placeable, and
 // ETF._is_placeable_group for an op whose group has no device yet): the op's memory, and its
 // group's persistent bytes, must fit in what is free on the device now. We also count the input
@@ -232,8 +298,17 @@ bool EtfSchedule::fits(OpId op, DeviceId d, int64_t copy_bytes) const {
 }
 
 double EtfSchedule::start_on(OpId op, DeviceId d, bool respect_memory) {
-  const EagerSchedule::Times t = eager_->probe(op, d);
-  return respect_memory && !fits(op, d, t.copy_bytes) ? kNever : t.start_s;
+  if (eager_) {
+    const EagerSchedule::Times t = eager_->probe(op, d);
+    return respect_memory && !fits(op, d, t.copy_bytes) ? kNever : t.start_s;
+  }
+  double ready_s = 0;
+  int64_t copy_bytes = 0;
+  probe(op, d, ready_s, copy_bytes);
+  if (respect_memory && !fits(op, d, copy_bytes)) return kNever;
+  double free_s = kNever;
+  for (std::size_t s = stream_begin_[d]; s < stream_begin_[d + 1]; ++s) free_s = std::min(free_s, stream_free_[s]);
+  return std::max(ready_s, free_s);
 }
 
 // SCT's rule (Hanen & Munier 1995; Baechi's SCTDevice.get_op_to_schedule, which turns the device
@@ -247,7 +322,7 @@ void EtfSchedule::keep_devices_for_favorites(bool respect_memory) {
     if (!last_op_[d]) continue;
     const std::optional<OpId> child = favorite_[*last_op_[d]];
     if (!child || scheduled_[*child] || inputs_left_[*child] != 0) continue;
-    if (*child != ready_.front()) continue;  // it cannot run before the op PyTorch issues next
+    if (eager_ && *child != ready_.front()) continue;  // it cannot run before the op PyTorch issues next
     double here_s = kNever, elsewhere_s = kNever;
     DeviceId storage = 0;
     for (DeviceId e : devices_of(*child, storage)) {
@@ -292,17 +367,21 @@ EtfSchedule::Choice EtfSchedule::select(bool respect_memory) {
   return best;
 }
 
-// Issues op on d (EagerSchedule), and books the copies it received, the group's device and
-// persistent bytes, and its output.
+// Schedules op on d: its input copies (in input order; they may queue behind each other on a
+// shared link), the earliest free stream, the group's device and persistent bytes, its output.
 void EtfSchedule::commit(OpId op, DeviceId d) {
-  finish_[op] = eager_->commit(op, d).end_s;
-  // The copies it received, for the memory bookkeeping below (their times are the schedule's).
-  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
-    double& arrived = arrival_[src * num_devices_ + d];
-    if (t.control || p_[src] == d || arrived >= 0) return;
-    arrived = finish_[src];
-    used_bytes_[d] += wire_[src];
-  });
+  if (eager_) {
+    finish_[op] = eager_->commit(op, d).end_s;
+    // The copies it received, for the memory bookkeeping below (their times are the schedule's).
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+      double& arrived = arrival_[src * num_devices_ + d];
+      if (t.control || p_[src] == d || arrived >= 0) return;
+      arrived = finish_[src];
+      used_bytes_[d] += wire_[src];
+    });
+  } else {
+    schedule_on_streams(op, d);
+  }
   p_[op] = d;
   scheduled_[op] = 1;
   last_op_[d] = op;
@@ -321,8 +400,34 @@ void EtfSchedule::commit(OpId op, DeviceId d) {
   if (consumers_left_[op] == 0) release_output(op);
 
   ready_.erase(std::find(ready_.begin(), ready_.end(), op));
-  graph_.for_each_out_edge(op, [&](OpId dst, const Tensor&) { --inputs_left_[dst]; });
-  if (op + 1 < n_) ready_.push_back(op + 1);
+  graph_.for_each_out_edge(op, [&](OpId dst, const Tensor&) {
+    if (--inputs_left_[dst] == 0 && !eager_) ready_.push_back(dst);
+  });
+  if (eager_ && op + 1 < n_) ready_.push_back(op + 1);
+}
+
+// The dataflow model's part of commit: op's input copies (in input order; they may queue behind
+// each other on a shared link) and the earliest free stream of d.
+void EtfSchedule::schedule_on_streams(OpId op, DeviceId d) {
+  double ready_s = 0;
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+    double at = finish_[src];
+    if (!t.control && p_[src] != d) {
+      double& arrived = arrival_[src * num_devices_ + d];
+      if (arrived < 0) {
+        arrived = copy_end_s(src, d, /*commit=*/true);
+        used_bytes_[d] += wire_[src];
+        ++link_version_;
+      }
+      at = arrived;
+    }
+    ready_s = std::max(ready_s, at);
+  });
+  std::size_t stream = stream_begin_[d];
+  for (std::size_t s = stream_begin_[d]; s < stream_begin_[d + 1]; ++s)
+    if (stream_free_[s] < stream_free_[stream]) stream = s;
+  finish_[op] = std::max(ready_s, stream_free_[stream]) + op_time_[op * num_devices_ + d];
+  stream_free_[stream] = finish_[op];
 }
 
 void EtfSchedule::release_output(OpId producer) {
@@ -332,11 +437,6 @@ void EtfSchedule::release_output(OpId producer) {
 }
 
 ListSchedule EtfSchedule::run() {
-  if (graph_.execution() != Execution::kEager)
-    return detail::dataflow_list_schedule(
-        graph_, cost_,
-        {.kind = favorite_.empty() ? detail::DataflowListRule::Kind::kEtf : detail::DataflowListRule::Kind::kSct,
-         .candidates = targets_, .respect_memory = respect_memory_, .favorite = favorite_});
   prepare();
   while (!ready_.empty()) {
     Choice c = select(respect_memory_);
@@ -346,7 +446,14 @@ ListSchedule EtfSchedule::run() {
     PLACELAB_CHECK(c.found()) << "no device for " << ready_.size() << " ready ops";
     commit(c.op, c.device);
   }
-  return {std::move(p_), eager_->makespan_s()};
+  if (eager_) return {std::move(p_), eager_->makespan_s()};
+  // p_ is the plan in ETF's own model of the executor; the schedule is the simulator's run of it,
+  // refined with the same rule inside the simulator (dataflow_list.h).
+  return detail::dataflow_list_schedule(
+      graph_, cost_,
+      {.kind = favorite_.empty() ? detail::DataflowListRule::Kind::kEtf : detail::DataflowListRule::Kind::kSct,
+       .candidates = targets_, .respect_memory = respect_memory_, .favorite = favorite_},
+      p_);
 }
 
 }  // namespace

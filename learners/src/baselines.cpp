@@ -6,13 +6,16 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <unordered_map>
 
 
 #include "partition.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/numbers.h"
+#include "placelab/graph/transfers.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/sim/eager_schedule.h"
+#include "placelab/sim/link_book.h"
 #include "placelab/sim/simulator.h"
 #include "dataflow_list.h"
 #include "list_rules.h"
@@ -228,9 +231,11 @@ Placement mincut_placement(const OpGraph& graph, const CostModel& cost, int seed
 
 namespace {
 
-// HEFT (Topcuoglu et al. 2002). On a dataflow graph it decides inside the simulator's run of the
-// step (dataflow_list.h). On an eager graph the order is PyTorch's program order and finish times
-// are the eager model's own (EagerSchedule): see run_eager. Members are the schedule so far.
+// HEFT (Topcuoglu et al. 2002) with insertion, over the machine's streams and links: ops in
+// decreasing upward rank, each on the candidate device where it finishes first. Members are the
+// schedule so far, which every choice reads.
+// On an eager graph the order is PyTorch's program order instead and finish times are the eager
+// model's own (EagerSchedule): see run_eager.
 class HeftScheduler {
  public:
   HeftScheduler(const OpGraph& graph, const CostModel& cost, const HeftOptions& options);
@@ -238,16 +243,38 @@ class HeftScheduler {
 
  private:
   ListSchedule run_eager();
+  // The device among `devs` with the least finish_of(d) (HEFT's choice, whichever model times
+  // it); equal finish times go to the device holding op's largest placed input (list_rules.h).
+  template <typename FinishOf>
+  DeviceId earliest_finishing(OpId op, const std::vector<DeviceId>& devs, FinishOf finish_of) const {
+    return detail::earliest_finishing(
+        devs, detail::largest_input_device(graph_, op, [&](OpId src) { return placed_[src] ? static_cast<int>(p_[src]) : -1; }),
+        finish_of);
+  }
   // Books what `schedule` committed for op and the parameters it brought along.
   void record_eager(OpId op, const EagerSchedule& schedule);
+  using Interval = std::pair<double, double>;
 
   std::vector<DeviceId> allowed(OpId op) const;
+  // Ops in decreasing upward rank: mean op time over the op's candidate devices plus the longest
+  // path below it, each edge at its mean transfer time over ordered device pairs.
+  std::vector<OpId> rank_order() const;
+  double mean_transfer(int64_t bytes) const;
+  // When `src`'s output over `t` is on device d; `commit` books the transfer's links.
+  double arrival(OpId src, const Tensor& t, DeviceId d, bool commit);
+  double earliest_finish(OpId op, DeviceId d, double ready, std::size_t& stream) const;
+  // Commits `op` to device d: its inputs' transfers (in input order; they may queue behind each
+  // other on a shared link), the earliest idle slot of one of d's streams, the group's device.
+  void schedule_on(OpId op, DeviceId d);
   // The devices `op` may go to: its colocation group's device once it has one, else the
   // candidates (those with room for the group's persistent bytes, under respect_memory).
   std::vector<DeviceId> devices_for(OpId op) const;
-  // Parameters are placed with their first reader, unless their colocation group already has a
-  // device: placed on their own they would be spread over idle devices.
+  DeviceId best_device(OpId op, const std::vector<DeviceId>& devs);
+  // Sources (variables, inputs) are placed with their first scheduled consumer, unless their
+  // colocation group already has a device: placed on their own at time 0 they would be spread
+  // over idle devices and drag their consumers and colocated updates after them.
   bool is_deferred(OpId op) const { return graph_.in_degree(op) == 0 && !(graph_.op(op).cpu_only && cpu_); }
+  void place_deferred_input(OpId src, DeviceId consumer_device);
 
   const OpGraph& graph_;
   const CostModel& cost_;
@@ -255,12 +282,23 @@ class HeftScheduler {
   const Machine& machine_;
   const std::optional<DeviceId> cpu_;
   std::vector<DeviceId> candidates_;
+  const std::vector<OpId> topo_;  // the graph's topological order, for the ranks and the last sources
   const Grouping coloc_;
   std::vector<int64_t> group_persistent_;
   std::vector<int> group_device_;
   std::vector<int64_t> persistent_on_;
+  // Busy intervals per device stream, sorted and disjoint: HEFT's insertion policy puts an op into
+  // the earliest idle gap after its inputs arrive that is long enough, not only after the last op.
+  std::vector<std::vector<std::vector<Interval>>> busy_;
+  std::vector<double> finish_;
   std::vector<bool> placed_;
   Placement p_;
+  // Link directions are FIFO resources held for a whole transfer, and what crosses devices follows
+  // graph/transfers.h (the simulator's and the executors' rule): a producer's output goes to a
+  // device once, its largest data edge on the wire. Arrival times account for committed transfers.
+  LinkBook links_;
+  std::vector<int64_t> wire_;
+  std::unordered_map<uint64_t, double> arrived_;  // (producer, device) → arrival of its output there
 };
 
 HeftScheduler::HeftScheduler(const OpGraph& graph, const CostModel& cost, const HeftOptions& options)
@@ -270,20 +308,116 @@ HeftScheduler::HeftScheduler(const OpGraph& graph, const CostModel& cost, const 
       machine_(cost.machine()),
       cpu_(machine_.default_cpu()),
       candidates_(gpu_devices(machine_)),
+      topo_(graph.topological_order()),
       coloc_(group_by_colocation(graph)),
       group_persistent_(coloc_.num_groups(), 0),
       group_device_(coloc_.num_groups(), -1),
       persistent_on_(machine_.num_devices(), 0),
-      placed_(graph.num_ops(), false) {
+      busy_(machine_.num_devices()),
+      finish_(graph.num_ops(), 0.0),
+      placed_(graph.num_ops(), false),
+      links_(machine_.num_link_directions()),
+      wire_(wire_bytes(graph)) {
   if ((options.include_cpu || candidates_.empty()) && cpu_) candidates_.push_back(*cpu_);
   if (candidates_.empty()) throw InputError("heft: machine \"" + machine_.name + "\" has no devices");
   p_.assign(graph.num_ops(), candidates_.front());
   for (OpId op = 0; op < graph.num_ops(); ++op) group_persistent_[coloc_.group_of(op)] += graph.op(op).persistent_bytes;
+  for (DeviceId d = 0; d < machine_.num_devices(); ++d)
+    busy_[d].resize(static_cast<std::size_t>(std::max(1, machine_.devices[d].streams)));
 }
 
 std::vector<DeviceId> HeftScheduler::allowed(OpId op) const {
   if (graph_.op(op).cpu_only && cpu_) return {*cpu_};
   return candidates_;
+}
+
+double HeftScheduler::mean_transfer(int64_t bytes) const {
+  if (candidates_.size() < 2) return 0.0;
+  double s = 0;
+  for (DeviceId a : candidates_)
+    for (DeviceId b : candidates_)
+      if (a != b) s += cost_.transfer_time_s(bytes, a, b);
+  return s / static_cast<double>(candidates_.size() * (candidates_.size() - 1));
+}
+
+std::vector<OpId> HeftScheduler::rank_order() const {
+  const std::size_t n = graph_.num_ops();
+  std::vector<double> mean_time(n);
+  for (OpId op = 0; op < n; ++op) {
+    const auto devs = allowed(op);
+    double s = 0;
+    for (DeviceId d : devs) s += cost_.op_time_s(graph_.op(op), d);
+    mean_time[op] = s / static_cast<double>(devs.size());
+  }
+  std::vector<double> rank(n, 0.0);
+  for (auto it = topo_.rbegin(); it != topo_.rend(); ++it) {
+    const OpId op = *it;
+    double best = 0;
+    graph_.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
+      best = std::max(best, (t.control ? 0.0 : mean_transfer(t.bytes)) + rank[dst]);
+    });
+    rank[op] = mean_time[op] + best;
+  }
+  std::vector<OpId> order(topo_);
+  // Decreasing rank; equal ranks (zero-cost chains) keep topological order, so every op comes
+  // after its predecessors.
+  std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) { return rank[a] > rank[b]; });
+  return order;
+}
+
+double HeftScheduler::arrival(OpId src, const Tensor& t, DeviceId d, bool commit) {
+  if (p_[src] == d || t.control) return finish_[src];
+  const uint64_t key = (static_cast<uint64_t>(src) << 16) | d;
+  if (auto it = arrived_.find(key); it != arrived_.end()) return it->second;
+  const double end = links_.book(machine_.route(p_[src], d).hops, finish_[src],
+                                 cost_.transfer_time_s(wire_[src], p_[src], d), commit);
+  if (commit) arrived_.emplace(key, end);
+  return end;
+}
+
+double HeftScheduler::earliest_finish(OpId op, DeviceId d, double ready, std::size_t& stream) const {
+  const auto earliest_start = [](const std::vector<Interval>& iv, double ready_at, double duration) {
+    auto it = std::upper_bound(iv.begin(), iv.end(), ready_at, [](double t, const Interval& x) { return t < x.second; });
+    double t = ready_at;
+    for (; it != iv.end(); ++it) {
+      if (it->first - t >= duration) return t;
+      t = std::max(t, it->second);
+    }
+    return t;
+  };
+  const double duration = cost_.op_time_s(graph_.op(op), d);
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t s = 0; s < busy_[d].size(); ++s) {
+    const double f = earliest_start(busy_[d][s], ready, duration) + duration;
+    if (f < best) {
+      best = f;
+      stream = s;
+    }
+  }
+  return best;
+}
+
+void HeftScheduler::schedule_on(OpId op, DeviceId d) {
+  double ready = 0;
+  graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) { ready = std::max(ready, arrival(src, t, d, true)); });
+  std::size_t stream = 0;
+  const double f = earliest_finish(op, d, ready, stream);
+  p_[op] = d;
+  finish_[op] = f;
+  placed_[op] = true;
+  auto& iv = busy_[d][stream];
+  const Interval slot{f - cost_.op_time_s(graph_.op(op), d), f};
+  iv.insert(std::upper_bound(iv.begin(), iv.end(), slot), slot);
+  const GroupId g = coloc_.group_of(op);
+  if (group_device_[g] < 0) {
+    group_device_[g] = d;
+    persistent_on_[d] += group_persistent_[g];
+  }
+}
+
+void HeftScheduler::place_deferred_input(OpId src, DeviceId consumer_device) {
+  const GroupId gs = coloc_.group_of(src);
+  schedule_on(src, group_device_[gs] >= 0 ? static_cast<DeviceId>(group_device_[gs]) : consumer_device);
 }
 
 std::vector<DeviceId> HeftScheduler::devices_for(OpId op) const {
@@ -297,11 +431,45 @@ std::vector<DeviceId> HeftScheduler::devices_for(OpId op) const {
   return fit.empty() ? devs : fit;
 }
 
+DeviceId HeftScheduler::best_device(OpId op, const std::vector<DeviceId>& devs) {
+  return earliest_finishing(op, devs, [&](DeviceId d) {
+    double ready = 0;
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor& t) {
+      // An unplaced source would come along to d and run there first.
+      ready = std::max(ready, placed_[src] ? arrival(src, t, d, false) : cost_.op_time_s(graph_.op(src), d));
+    });
+    std::size_t stream = 0;
+    return earliest_finish(op, d, ready, stream);
+  });
+}
+
 ListSchedule HeftScheduler::run() {
   if (graph_.execution() == Execution::kEager) return run_eager();
+  for (OpId op : rank_order()) {
+    if (placed_[op] || is_deferred(op)) continue;
+    // Inputs whose device is already decided by their colocation group are placed now.
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      if (!placed_[src] && group_device_[coloc_.group_of(src)] >= 0) place_deferred_input(src, 0);
+    });
+    const DeviceId d = best_device(op, devices_for(op));
+    graph_.for_each_in_edge(op, [&](OpId src, const Tensor&) {
+      if (!placed_[src]) place_deferred_input(src, d);
+    });
+    schedule_on(op, d);
+  }
+  // Sources nobody consumes.
+  for (OpId op : topo_)
+    if (!placed_[op]) {
+      const GroupId g = coloc_.group_of(op);
+      schedule_on(op, group_device_[g] >= 0 ? static_cast<DeviceId>(group_device_[g]) : allowed(op).front());
+    }
+  // p_ is HEFT's plan in its own model of the executor; the schedule is the simulator's run of it,
+  // refined with HEFT's rule inside the simulator (dataflow_list.h).
   return detail::dataflow_list_schedule(
-      graph_, cost_, {.kind = detail::DataflowListRule::Kind::kHeft, .candidates = candidates_,
-                      .respect_memory = options_.respect_memory});
+      graph_, cost_,
+      {.kind = detail::DataflowListRule::Kind::kHeft, .candidates = candidates_,
+       .respect_memory = options_.respect_memory},
+      p_);
 }
 
 // PyTorch issues the ops in program order, so that is HEFT's order here (an upward rank cannot
@@ -321,10 +489,8 @@ ListSchedule HeftScheduler::run_eager() {
         record_eager(src, schedule);
       }
     });
-    const int preferred =
-        detail::largest_input_device(graph_, op, [&](OpId src) { return placed_[src] ? static_cast<int>(p_[src]) : -1; });
-    const DeviceId d = detail::earliest_finishing(devices_for(op), preferred,
-                                                  [&](DeviceId dev) { return schedule.probe(op, dev).end_s; });
+    const DeviceId d =
+        earliest_finishing(op, devices_for(op), [&](DeviceId dev) { return schedule.probe(op, dev).end_s; });
     schedule.commit(op, d);
     record_eager(op, schedule);
   }

@@ -18,10 +18,10 @@ namespace {
 
 // A run of the step decides an op when its first producer finishes, often before its other
 // producers are decided (a layer's weights are read at time 0), and sources (variables, inputs) at
-// time 0, before anything that reads them. So a schedule is the best of several runs: two starts
-// — the rule alone, and every op on the first candidate — then up to kRefinements runs, each with
-// the best run so far as the hint (what an undecided producer will be, and each source's group on
-// the device of its first reader there), while they improve.
+// time 0, before anything that reads them. So a schedule is the best of several runs: three starts
+// — the scheduler's own offline plan, every op on the first candidate, and the rule alone — then up
+// to kRefinements runs, each with the best run so far as the hint (what an undecided producer will
+// be, and each source's group on the device of its first reader there), while they improve.
 constexpr int kRefinements = 3;
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -312,7 +312,8 @@ class FixedDecider final : public DataflowDecider {
 
 }  // namespace
 
-ListSchedule dataflow_list_schedule(const OpGraph& graph, const CostModel& cost, const DataflowListRule& rule) {
+ListSchedule dataflow_list_schedule(const OpGraph& graph, const CostModel& cost, const DataflowListRule& rule,
+                                    const Placement& plan) {
   const Simulator simulator(graph, cost);
   ListDecider decider(graph, cost, rule);
   // A run that fits beats one that does not; then the shorter step; then the earlier run.
@@ -320,8 +321,10 @@ ListSchedule dataflow_list_schedule(const OpGraph& graph, const CostModel& cost,
     return (!a.result.oom && b.result.oom) ||
            (a.result.oom == b.result.oom && a.result.step_time_s < b.result.step_time_s);
   };
+  FixedDecider planned(plan);
+  DataflowRun best = simulate_deciding(simulator, planned);
   FixedDecider one_device(Placement(graph.num_ops(), rule.candidates.front()));
-  DataflowRun best = simulate_deciding(simulator, one_device);
+  if (DataflowRun single = simulate_deciding(simulator, one_device); better(single, best)) best = std::move(single);
   decider.start_run(nullptr);
   if (DataflowRun alone = simulate_deciding(simulator, decider); better(alone, best)) best = std::move(alone);
   for (int run = 0; run < kRefinements; ++run) {

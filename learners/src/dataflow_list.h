@@ -26,6 +26,10 @@ struct DataflowListRule {
   std::vector<std::optional<OpId>> favorite;
 };
 
-ListSchedule dataflow_list_schedule(const OpGraph& graph, const CostModel& cost, const DataflowListRule& rule);
+// The best run of the step among three starts — `plan` (the scheduler's own offline list schedule),
+// every op on the first candidate, and the rule alone inside the step — and refinements of the best
+// with the rule, each with the best run so far as its hint. makespan_s is that run's simulated step.
+ListSchedule dataflow_list_schedule(const OpGraph& graph, const CostModel& cost, const DataflowListRule& rule,
+                                    const Placement& plan);
 
 }  // namespace placelab::detail
