@@ -65,11 +65,11 @@ Placement mincut_placement(const OpGraph& graph, const CostModel& cost, int seed
 // What a list scheduler built: its placement and the step it predicts for it. On an eager graph
 // (PyTorch: Execution::kEager) the schedulers below build the step through EagerSchedule
 // (sim/eager_schedule.h), the simulator's own rule, in program order, so makespan_s is exactly the
-// step Simulator::simulate reports for the placement. On a dataflow graph they decide each op's
-// device inside the simulator's own run of the step (sim/dataflow_schedule.h): when its first
-// producer finishes (a source: at time 0), with the step's estimates of where it would start and
-// end; makespan_s is again the simulated step of the placement (docs/learners.md, "List schedulers
-// and the simulator").
+// step Simulator::simulate reports for the placement. On a dataflow graph each plans in its own
+// model of TensorFlow's executor, then the simulator runs that plan, one GPU, and the scheduler's
+// rule deciding inside the simulator's own run of the step (sim/dataflow_schedule.h), refined with
+// the best run as a hint; the best run is the schedule, and makespan_s is again the simulated step
+// of the placement (docs/learners.md, "List schedulers and the simulator").
 struct ListSchedule {
   Placement placement;
   double makespan_s = 0;
@@ -80,14 +80,15 @@ struct HeftOptions {
   bool respect_memory = true;  // skip devices whose persistent bytes would exceed their capacity
 };
 // HEFT list scheduling (Topcuoglu et al. 2002): upward rank from mean op times over the candidate
-// devices and mean transfer times over device pairs; the ops the running step asks about at one
-// moment go in decreasing rank, each to the device where the step's estimate ends it first (ties:
-// the device of its largest input). Sources (variables, inputs) run at time 0: the first of up to
-// three runs of the step puts them on the first candidate, each further run where the previous one
-// put their group's first freely placed reader, and the best run wins. Colocated ops follow the
-// first of their group to be placed; cpu_only ops may only use the CPU. With respect_memory, a
-// device is skipped while the persistent bytes already on it plus the group's would exceed its
-// memory (unless no device fits). Deterministic. On an eager graph the
+// devices and mean transfer times over device pairs; then, in decreasing rank, each op goes to the
+// device where it finishes earliest (insertion into idle gaps of the device's streams; inputs
+// arrive by the simulator's copy rule, sim/link_book.h). Source ops (variables, inputs) are placed
+// with their first consumer; colocated ops follow the first of their group to be placed; cpu_only
+// ops may only use the CPU. With respect_memory, a device is skipped while the persistent bytes
+// already on it plus the group's would exceed its memory (unless no device fits). On a dataflow
+// graph that plan is one start of the runs above (the rule inside the step: the ops asked for at
+// one moment in decreasing rank, each where the step's estimate ends it first). Deterministic. On
+// an eager graph the
 // ops go in program order (the order PyTorch issues them), each to the device where the eager
 // model finishes it first.
 Placement heft_placement(const OpGraph& graph, const CostModel& cost, const HeftOptions& options = {});
@@ -117,12 +118,16 @@ struct MEtfOptions {
   bool respect_memory = true;  // false: plain ETF (Hwang et al. 1989), blind to memory
 };
 // m-ETF: earliest-time-first list scheduling (Hwang et al., SIAM J. Comput. 1989). Repeatedly, among
-// the ops the running step asks about and the devices each may use, the pair with the earliest
-// estimated start is decided, ties to the op earlier in topological order, then the lower device
-// id. Sources as in heft_placement. With respect_memory, a device is skipped while the bytes in use
-// on it in the step plus the op's (its output, the input copies it would receive, and its
-// colocation group's persistent bytes when the group is not placed yet) exceed its memory. When no
-// pair fits, memory is ignored for that decision.
+// the ready ops (every predecessor scheduled) and the devices each may use, the pair with the
+// earliest start time is scheduled, ties to the op earlier in topological order, then the lower
+// device id; start = max(the device's earliest free stream, the arrival of every input). Arrivals
+// follow graph/transfers.h and the simulator's link rule (sim/link_book.h). With respect_memory, a
+// device is skipped while the bytes live on it in the schedule plus the op's (its output, the input
+// copies it would receive, and its colocation group's persistent bytes when the group is not
+// placed yet) exceed its memory; an output (and its copies) is freed once all its consumers are
+// scheduled. When no ready op fits anywhere, memory is ignored for that step. On a dataflow graph
+// that plan is one start of the runs above; the rule inside the step takes the (op, device) pair
+// that starts first among the ops asked for, with the memory test on the step's bytes in use.
 // On an eager graph the one ready op is the next in program order, and start times are the eager
 // model's.
 Placement m_etf_placement(const OpGraph& graph, const CostModel& cost, const MEtfOptions& options = {});
@@ -149,10 +154,11 @@ struct MSctOptions {
 std::vector<std::optional<OpId>> sct_favorite_children(const OpGraph& graph, const CostModel& cost,
                                                        const MSctOptions& options = {});
 // m-SCT: m-ETF's list scheduling (same start times, memory test and tie order) with SCT's rule
-// for favorite children (Baechi's SCTDevice): a finishing op's favorite child goes to its device
-// when it fits there and starts there no later than anywhere else; a device whose last op's
-// favorite child is undecided is kept for it, and another op may start on it only once urgent, at
-// the latest of its start times over the devices it may use. Favorites from sct_favorite_children.
+// for favorite children (Baechi's SCTDevice): a device whose last scheduled op has a favorite child
+// that is ready, unscheduled and starts there no later than anywhere else is kept for that child;
+// another op may start on it only once it is urgent, at the latest of its start times over the
+// devices it may use (when its inputs could be everywhere). Favorites from sct_favorite_children.
+// Inside the step, a finishing op's favorite child goes to its device under the same test.
 // On an eager graph a device is kept only for a favorite child that is the next op in program order.
 Placement m_sct_placement(const OpGraph& graph, const CostModel& cost, const MSctOptions& options = {});
 ListSchedule m_sct_schedule(const OpGraph& graph, const CostModel& cost, const MSctOptions& options = {});
