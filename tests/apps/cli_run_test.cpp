@@ -249,6 +249,37 @@ TEST_F(Cli, RunsBaselinesWithArgumentsAndTheExactModel) {
   EXPECT_NE(slurp(dir_ / "exact" / "report.md").find(note), std::string::npos);
 }
 
+// --baselines-only: the scenario's baselines and lower bound, none of its learners. The summary names
+// the learners left out and is not taken for the whole scenario's: a --resume run afterwards trains
+// them and writes the whole summary, with the same baselines.
+TEST_F(Cli, BaselinesOnlyRunsNoLearner) {
+  const std::string sc = write("s.yaml", small_scenario(quickstart_, dir_ / "out"));
+  CliResult r = placelab("run " + sc + " --quiet --baselines-only");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto part = nlohmann::json::parse(slurp(dir_ / "out" / "summary.json"));
+  ASSERT_EQ(part["results"].size(), 4u);
+  for (const auto& res : part["results"]) EXPECT_EQ(res["kind"], "baseline") << res["name"];
+  EXPECT_EQ(part["skipped_learners"], nlohmann::json::array({"post", "reinforce"}));
+  EXPECT_EQ(part["seeds"], nlohmann::json::array({1, 2}));
+  const std::string curve = slurp(dir_ / "out" / "curve.csv");
+  EXPECT_EQ(std::count(curve.begin(), curve.end(), '\n'), 1);  // the header alone
+  EXPECT_NE(slurp(dir_ / "out" / "report.md")
+                .find("| budget | baselines only (`placelab run --baselines-only`): the scenario's learners "
+                      "(post, reinforce) did not run, seeds [1,2] |"),
+            std::string::npos);
+  CliResult full = placelab("run " + sc + " --quiet --resume");
+  ASSERT_EQ(full.status, 0) << full.out;
+  const auto whole = nlohmann::json::parse(slurp(dir_ / "out" / "summary.json"));
+  ASSERT_EQ(whole["results"].size(), 6u);
+  EXPECT_FALSE(whole.contains("skipped_learners"));
+  EXPECT_NE(whole["fingerprint"], part["fingerprint"]);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(whole["results"][i], part["results"][i]) << i;
+  // A distributed sweep's one-seed unit runs learners alone: nothing is left with no learners.
+  CliResult both = placelab("run " + sc + " --quiet --baselines-only --only-seed 1");
+  EXPECT_EQ(both.status, 2) << both.out;
+  EXPECT_NE(both.out.find("--only-seed"), std::string::npos) << both.out;
+}
+
 TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
   struct Case {
     std::string text, expect;
