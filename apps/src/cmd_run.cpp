@@ -58,7 +58,7 @@ void add_run_commands(CLI::App& app) {
   struct RunArgs {
     std::string scenario, output;
     int seeds = 0;
-    bool resume = false, quiet = false;
+    bool resume = false, quiet = false, baselines_only = false;
     int64_t stop_after = 0;
     uint64_t only_seed = 0;
     int verify_rank = 0;
@@ -78,17 +78,27 @@ void add_run_commands(CLI::App& app) {
                   "Run this seed's learners alone and write no summary (the unit a distributed sweep hands out)")
       ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()))
       ->group("");
+  run->add_flag("--baselines-only", ra->baselines_only,
+                "Run the baselines alone, none of the scenario's learners: every baseline and the lower bound in "
+                "seconds where the learners take hours (report.md names the learners left out)");
   run->add_option("--verify-rank", ra->verify_rank,
                   "Under mpirun: the rank whose node runs the scenario's verifications (docs/distributed.md)")
       ->capture_default_str();
   run->footer(
       "Examples:\n  placelab run scenarios/quickstart.yaml\n"
       "  placelab run scenarios/post-table1-inception-4gpu.yaml --seeds 3\n"
+      "  placelab run scenarios/eagle-table4-bert.yaml --seeds 1 --baselines-only   # a first look in seconds\n"
       "  placelab run scenarios/x.yaml --resume        # after Ctrl-C or a crash\n"
       "  mpirun -n 8 placelab run scenarios/x.yaml     # each batch of samples simulated on 8 ranks\n"
       "Outputs: summary.json, curve.csv, best_placement.json (best_grouping.json), timeline.json, report.md, *.png");
   run->callback([ra] {
     Scenario s = read_scenario(ra->scenario);
+    if (ra->baselines_only && ra->only_seed != 0)
+      throw InputError("--baselines-only runs no learner and --only-seed one seed's learners alone: give one of them");
+    if (ra->baselines_only) {
+      for (const LearnerSpec& l : s.learners) s.skipped_learners.push_back(l.config.name);
+      s.learners.clear();
+    }
     RunOptions o;
     if (ra->seeds != 0) o.seeds = ra->seeds;
     o.resume = ra->resume;

@@ -17,6 +17,7 @@
 #include "child_process.h"
 #include "placelab/graph/error.h"
 #include "placelab/graph/io.h"
+#include "placelab/graph/keys.h"
 #include "placelab/graph/units.h"
 #include "placelab/learners/registry.h"
 #include "run.h"
@@ -123,8 +124,14 @@ void settings_section(std::ostream& md, json& s) {
                                                 : std::to_string(fewest_groups) + "–" + std::to_string(most_groups))
        << " groups";
   md << "; learners place on " << s["devices"].get<std::string>() << " devices |\n";
-  md << "| budget | " << s["samples"] << " samples per learner and seed, batches of " << s["batch"] << ", seeds "
-     << s["seeds"].dump() << " |\n\n";
+  md << "| budget | ";
+  if (const auto skipped = s.value("skipped_learners", std::vector<std::string>{}); !skipped.empty()) {
+    md << "baselines only (`placelab run --baselines-only`): the scenario's learners (" << join_names(skipped)
+       << ") did not run";
+  } else {
+    md << s["samples"] << " samples per learner and seed, batches of " << s["batch"];
+  }
+  md << ", seeds " << s["seeds"].dump() << " |\n\n";
 }
 
 // Every baseline and learner against policy gradient, the lower bound and the paper's figures.

@@ -583,6 +583,7 @@ json ScenarioRunner::summary() const {
   summary["samples"] = s_.samples;
   summary["batch"] = s_.batch;
   summary["seeds"] = seeds_;
+  if (!s_.skipped_learners.empty()) summary["skipped_learners"] = s_.skipped_learners;
   summary["fingerprint"] = summary_fingerprint(scenario_print_, s_, seeds_);
   summary["results"] = results_;
   summary["verifications"] = verifications_;

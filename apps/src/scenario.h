@@ -73,6 +73,10 @@ struct Scenario {
   int64_t batch = 12;               // placements per evaluation batch
   std::vector<uint64_t> seeds{1};
   std::vector<LearnerSpec> learners;
+  // `run --baselines-only`: the learners the file names, left out of this run (`learners` is then
+  // empty, so the summary's fingerprint is not the whole scenario's); summary.json and report.md
+  // name them.
+  std::vector<std::string> skipped_learners;
   std::vector<std::string> baselines;  // canonical registry names
   VerifySpec verify;
   int64_t checkpoint_every = 600;   // samples between checkpoints (0 = off)
