@@ -400,8 +400,8 @@ TEST(ListSchedulers, PredictTheSimulatedStepOfTheirPlacementOnDataflowGraphs) {
 // default the single-node ones),
 // printing each scheduler's predicted makespan, the simulated step of its placement and one GPU's.
 // Minutes of CPU, so disabled; run it with
-//   build/tests/learners/learners_test --gtest_also_run_disabled_tests \
-//     --gtest_filter=ListSchedulers.DISABLED_PredictTheSimulatedStepOnEveryZooModelAndPreset
+//   build/tests/learners/learners_test --gtest_also_run_disabled_tests
+//       --gtest_filter=ListSchedulers.DISABLED_PredictTheSimulatedStepOnEveryZooModelAndPreset
 TEST(ListSchedulers, DISABLED_PredictTheSimulatedStepOnEveryZooModelAndPreset) {
   std::vector<std::string> presets = {"k80x2", "k80x4", "k80x8", "p100x4", "dgx1", "h100x8"};
   if (const char* names = std::getenv("PLACELAB_LIST_PRESETS")) {
