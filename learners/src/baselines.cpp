@@ -259,7 +259,6 @@ class HeftScheduler {
   // Ops in decreasing upward rank: mean op time over the op's candidate devices plus the longest
   // path below it, each edge at its mean transfer time over ordered device pairs.
   std::vector<OpId> rank_order() const;
-  double mean_transfer(int64_t bytes) const;
   // When `src`'s output over `t` is on device d; `commit` books the transfer's links.
   double arrival(OpId src, const Tensor& t, DeviceId d, bool commit);
   double earliest_finish(OpId op, DeviceId d, double ready, std::size_t& stream) const;
@@ -331,33 +330,8 @@ std::vector<DeviceId> HeftScheduler::allowed(OpId op) const {
   return candidates_;
 }
 
-double HeftScheduler::mean_transfer(int64_t bytes) const {
-  if (candidates_.size() < 2) return 0.0;
-  double s = 0;
-  for (DeviceId a : candidates_)
-    for (DeviceId b : candidates_)
-      if (a != b) s += cost_.transfer_time_s(bytes, a, b);
-  return s / static_cast<double>(candidates_.size() * (candidates_.size() - 1));
-}
-
 std::vector<OpId> HeftScheduler::rank_order() const {
-  const std::size_t n = graph_.num_ops();
-  std::vector<double> mean_time(n);
-  for (OpId op = 0; op < n; ++op) {
-    const auto devs = allowed(op);
-    double s = 0;
-    for (DeviceId d : devs) s += cost_.op_time_s(graph_.op(op), d);
-    mean_time[op] = s / static_cast<double>(devs.size());
-  }
-  std::vector<double> rank(n, 0.0);
-  for (auto it = topo_.rbegin(); it != topo_.rend(); ++it) {
-    const OpId op = *it;
-    double best = 0;
-    graph_.for_each_out_edge(op, [&](OpId dst, const Tensor& t) {
-      best = std::max(best, (t.control ? 0.0 : mean_transfer(t.bytes)) + rank[dst]);
-    });
-    rank[op] = mean_time[op] + best;
-  }
+  const std::vector<double> rank = detail::upward_ranks(graph_, cost_, candidates_, cpu_);
   std::vector<OpId> order(topo_);
   // Decreasing rank; equal ranks (zero-cost chains) keep topological order, so every op comes
   // after its predecessors.

@@ -26,9 +26,8 @@ constexpr int kRefinements = 3;
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-// HEFT's upward rank (Topcuoglu et al. 2002): an op's mean time over the devices it may use plus
-// the longest path below it, each data edge at its mean transfer time over ordered pairs of
-// candidates.
+}  // namespace
+
 std::vector<double> upward_ranks(const OpGraph& graph, const CostModel& cost, const std::vector<DeviceId>& candidates,
                                  const std::optional<DeviceId>& cpu) {
   const auto mean_transfer = [&](int64_t bytes) {
@@ -60,6 +59,8 @@ std::vector<double> upward_ranks(const OpGraph& graph, const CostModel& cost, co
   return rank;
 }
 
+namespace {
+
 // The rule of one list scheduler, applied to the ops the running step asks about.
 class ListDecider final : public DataflowDecider {
  public:
@@ -82,8 +83,6 @@ class ListDecider final : public DataflowDecider {
     for (std::size_t i = 0; i < topo.size(); ++i) topo_pos_[topo[i]] = i;
     if (rule.kind == DataflowListRule::Kind::kHeft) rank_ = upward_ranks(graph, cost, rule.candidates, cpu_);
   }
-
-  std::size_t num_groups() const { return coloc_.num_groups(); }
 
   // Starts a run. With a hint, a source's group goes to the device of the group's first reader
   // in the hint (the op outside the group, not soft-placed, reading one of its members, that ended

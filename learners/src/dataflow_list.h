@@ -29,6 +29,12 @@ struct DataflowListRule {
 // The best run of the step among three starts — `plan` (the scheduler's own offline list schedule),
 // every op on the first candidate, and the rule alone inside the step — and refinements of the best
 // with the rule, each with the best run so far as its hint. makespan_s is that run's simulated step.
+// HEFT's upward rank (Topcuoglu et al. 2002) per op: its mean time over the devices it may use
+// (`cpu` alone for a cpu_only op, when there is one; else `candidates`) plus the longest path
+// below it, each data edge at its mean transfer time over ordered pairs of candidates.
+std::vector<double> upward_ranks(const OpGraph& graph, const CostModel& cost, const std::vector<DeviceId>& candidates,
+                                 const std::optional<DeviceId>& cpu);
+
 ListSchedule dataflow_list_schedule(const OpGraph& graph, const CostModel& cost, const DataflowListRule& rule,
                                     const Placement& plan);
 
