@@ -343,6 +343,22 @@ TEST(ScotchBaseline, IsDeterministicOnALargeGraph) {
   for (int run = 0; run < 3; ++run) EXPECT_EQ(scotch_placement(model.graph, cost), first) << "run " << run;
 }
 
+// HEFT's, m-ETF's and m-SCT's schedules of `graph` on `preset`: each one's makespan is the simulated
+// step of its placement, to the bit, and the placement is valid.
+void expect_schedules_predict_their_step(const OpGraph& graph, const std::string& preset, const std::string& what) {
+  const Machine machine = load_machine(preset);
+  const AnalyticCostModel cost(machine);
+  const Simulator sim(graph, cost);
+  for (const auto& [name, schedule] : {std::pair{"heft", heft_schedule(graph, cost)},
+                                       std::pair{"m_etf", m_etf_schedule(graph, cost)},
+                                       std::pair{"m_sct", m_sct_schedule(graph, cost)}}) {
+    const SimResult r = sim.simulate(schedule.placement);
+    EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << what << ", " << preset;
+    EXPECT_GT(r.step_time_s, 0.0);
+    expect_valid(graph, machine, schedule.placement, name);
+  }
+}
+
 // On a PyTorch graph the list schedulers build the step with the eager model itself
 // (EagerSchedule), so the makespan each predicts is the simulated step of its placement, to the
 // bit: the zoo's models that have a PyTorch form, on every single-node preset.
@@ -352,18 +368,7 @@ TEST(ListSchedulers, PredictTheSimulatedStepOfTheirPlacementOnEagerGraphs) {
     const models::Model model = models::make_model(models::ModelSpec::parse(spec));
     ASSERT_EQ(model.graph.execution(), Execution::kEager) << spec;
     for (const char* preset : {"k80x4", "p100x4", "dgx1", "h100x8"}) {
-      const Machine machine = load_machine(preset);
-      const AnalyticCostModel cost(machine);
-      const Simulator sim(model.graph, cost);
-      const std::vector<std::pair<std::string, ListSchedule>> schedules = {
-          {"heft", heft_schedule(model.graph, cost)},
-          {"m_etf", m_etf_schedule(model.graph, cost)},
-          {"m_sct", m_sct_schedule(model.graph, cost)}};
-      for (const auto& [name, schedule] : schedules) {
-        const SimResult r = sim.simulate(schedule.placement);
-        EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << spec << ", " << preset;
-        EXPECT_GT(r.step_time_s, 0.0);
-      }
+      expect_schedules_predict_their_step(model.graph, preset, spec);
     }
   }
 }
@@ -379,19 +384,7 @@ TEST(ListSchedulers, PredictTheSimulatedStepOfTheirPlacementOnDataflowGraphs) {
   for (const auto& [spec, preset] : cases) {
     const models::Model model = models::make_model(models::ModelSpec::parse(spec));
     ASSERT_EQ(model.graph.execution(), Execution::kDataflow) << spec;
-    const Machine machine = load_machine(preset);
-    const AnalyticCostModel cost(machine);
-    const Simulator sim(model.graph, cost);
-    const std::vector<std::pair<std::string, ListSchedule>> schedules = {
-        {"heft", heft_schedule(model.graph, cost)},
-        {"m_etf", m_etf_schedule(model.graph, cost)},
-        {"m_sct", m_sct_schedule(model.graph, cost)}};
-    for (const auto& [name, schedule] : schedules) {
-      const SimResult r = sim.simulate(schedule.placement);
-      EXPECT_EQ(schedule.makespan_s, r.step_time_s) << name << " on " << spec << ", " << preset;
-      EXPECT_GT(r.step_time_s, 0.0);
-      expect_valid(model.graph, machine, schedule.placement, name.c_str());
-    }
+    expect_schedules_predict_their_step(model.graph, preset, spec);
   }
 }
 
