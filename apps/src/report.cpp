@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
+#include "placelab/core/units.h"
 #include "placelab/graph/io.h"
-#include "placelab/graph/units.h"
 #include "placelab/learners/registry.h"
 #include "run.h"
 

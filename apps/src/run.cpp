@@ -20,7 +20,7 @@
 
 #include "inputs.h"
 #include "sweep.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouper.h"
@@ -30,8 +30,8 @@
 #include "placelab/learners/trainer.h"
 #include "placelab/profiler/cpu_executor.h"
 #include "placelab/profiler/verify.h"
-#include "placelab/sim/sim_environment.h"
 #include "placelab/sim/bounds.h"
+#include "placelab/sim/sim_environment.h"
 #include "placelab/sim/simulator.h"
 #include "placelab/sim/trace.h"
 #include "progress.h"

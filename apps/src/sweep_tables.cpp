@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/io.h"
 #include "scenario.h"
 #include "sweep.h"

@@ -18,10 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/json_locator.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/json_locator.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 
 namespace placelab {
 namespace {

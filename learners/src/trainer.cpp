@@ -9,7 +9,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "state_json.h"
 
 namespace placelab {

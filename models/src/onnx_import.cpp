@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "onnx/importer.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/io.h"
 
 namespace placelab::models {

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/json_locator.h"
+#include "placelab/core/error.h"
+#include "placelab/core/json_locator.h"
 
 namespace placelab {
 namespace {

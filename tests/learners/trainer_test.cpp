@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/algorithms.h"
 #include "placelab/learners/baselines.h"
