@@ -17,6 +17,7 @@
 #include "cost_sources.h"
 #include "inputs.h"
 #include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/core/keys.h"
 #include "placelab/core/units.h"
 #include "placelab/graph/io.h"

@@ -9,6 +9,7 @@
 
 #include "framework_map.h"
 #include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/graph/io.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/baselines.h"

@@ -16,8 +16,8 @@
 
 #include "child_process.h"
 #include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/core/units.h"
-#include "placelab/graph/io.h"
 #include "placelab/learners/registry.h"
 #include "run.h"
 

@@ -21,6 +21,7 @@
 #include "inputs.h"
 #include "sweep.h"
 #include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/graph/io.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouper.h"

@@ -18,9 +18,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/core/keys.h"
 #include "placelab/core/numbers.h"
-#include "placelab/graph/io.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/profiler/cpu_executor.h"
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "placelab/core/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 #include "scenario.h"
 #include "sweep.h"
 

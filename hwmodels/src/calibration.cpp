@@ -2,7 +2,7 @@
 // calibrated machine file (docs/calibration.md).
 #include "placelab/hwmodels/calibration.h"
 
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "placelab/learners/trainer.h"
 
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 
 #include <algorithm>
 #include <chrono>

@@ -10,7 +10,7 @@
 
 #include "onnx/importer.h"
 #include "placelab/core/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 
 namespace placelab::models {
 

@@ -12,10 +12,10 @@
 #include <zlib.h>
 
 #include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/core/json_locator.h"
 #include "placelab/core/numbers.h"
 #include "placelab/core/units.h"
-#include "placelab/graph/io.h"
 #include "trace_import_internal.h"
 
 namespace placelab::trace_detail {

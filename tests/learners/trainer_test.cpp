@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "placelab/core/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 #include "placelab/learners/algorithms.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/sim/sim_environment.h"
