@@ -20,7 +20,7 @@ SANITIZE_DIR ?= build-asan
 # library, the CLI and their tests are most of the compile time, which CI's 2 cores pay for), the serial
 # overlap test and the CPU calibrator's timing tests (profiler_calibrator_test: figures measured
 # under ASan mean nothing). docs/reliability.md, "Sanitizers in CI", has the times.
-SANITIZE_TESTS ?= graph/graph_test hwmodels/hwmodels_test sim/sim_test models/models_test \
+SANITIZE_TESTS ?= core/core_test graph/graph_test hwmodels/hwmodels_test sim/sim_test models/models_test \
   models/onnx_import_test profiler/profiler_test
 SANITIZE_FILTER ?= *
 # The sanitized builds' optimisation and debug info: -O1, which ASan's and libFuzzer's docs name for

@@ -7,7 +7,7 @@ install(TARGETS ${_placelab_libs} placelab_warnings EXPORT placelabTargets
 if(TARGET placelab)
   install(TARGETS placelab RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
-foreach(_dir graph models hwmodels sim profiler learners)
+foreach(_dir core graph models hwmodels sim profiler learners)
   if(EXISTS ${PROJECT_SOURCE_DIR}/${_dir}/include)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   endif()

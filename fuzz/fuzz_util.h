@@ -9,7 +9,7 @@
 #include <string_view>
 #include <typeinfo>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::fuzz {
 

@@ -24,7 +24,7 @@ import matplotlib.ticker  # noqa: E402
 
 
 def save_figure(fig, path):
-    """Writes the figure as the C++ outputs are written (graph/io.h, write_file_atomically): into a
+    """Writes the figure as the C++ outputs are written (core/files.h, write_file_atomically): into a
     temporary file beside it, then renamed over it, so an interrupted plot leaves no half a PNG."""
     tmp = f"{os.path.join(os.path.dirname(path), '.' + os.path.basename(path))}.tmp.{os.getpid()}.png"
     try:

@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/numbers.h"
 
 namespace placelab::cli {
 namespace {

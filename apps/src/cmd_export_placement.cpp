@@ -7,7 +7,8 @@
 
 #include "commands.h"
 #include "framework_map.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/graph/io.h"
 #include "placelab/models/onnx_import.h"
 

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::cli {

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/units.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/units.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/hwmodels/machine_source.h"

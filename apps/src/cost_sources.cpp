@@ -1,5 +1,5 @@
 #include "cost_sources.h"
-#include "placelab/graph/units.h"
+#include "placelab/core/units.h"
 
 #include <fmt/format.h>
 

@@ -22,7 +22,7 @@
 
 #include "commands.h"
 #include "inputs.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/profiler/median.h"

@@ -1,7 +1,7 @@
 // distributed.h in a placelab built without MPI: every command is local, and a start under an MPI
 // launcher says how to get the distributed commands.
 #include "distributed.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "sweep.h"
 
 namespace placelab::cli {

@@ -6,7 +6,7 @@
 #include <functional>
 #include <unordered_map>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::cli {
 namespace {

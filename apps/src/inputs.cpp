@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "framework_map.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/graph/io.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/baselines.h"

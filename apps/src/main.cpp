@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "distributed.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app;

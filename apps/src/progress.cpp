@@ -1,5 +1,5 @@
 #include "progress.h"
-#include "placelab/graph/units.h"
+#include "placelab/core/units.h"
 
 #include <unistd.h>
 

@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/io.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/units.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/units.h"
 #include "placelab/learners/registry.h"
 #include "run.h"
 

@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/numbers.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/profiler/cpu_executor.h"
 

@@ -22,7 +22,7 @@
 
 #include "commands.h"
 #include "distributed.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/io.h"
 #include "run.h"
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "scenario.h"
 #include "sweep.h"
 

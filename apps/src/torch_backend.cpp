@@ -17,8 +17,8 @@
 
 #include "child_process.h"
 #include "framework_map.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/profiler/cpu_executor.h"
 
 namespace placelab::cli {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <functional>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 
 namespace placelab {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 

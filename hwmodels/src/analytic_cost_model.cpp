@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/cost_model.h"
 
 namespace placelab {

@@ -1,7 +1,7 @@
 // CalibratedCostModel: measured kernel time, else class fit, else the analytic roofline.
 #include <string>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/calibration.h"
 
 namespace placelab {

@@ -2,7 +2,7 @@
 // calibrated machine file (docs/calibration.md).
 #include "placelab/hwmodels/calibration.h"
 
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,9 +18,9 @@
 #include <Eigen/Dense>
 #include <yaml-cpp/yaml.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 #include "placelab/hwmodels/machine_io.h"
 
 namespace placelab {

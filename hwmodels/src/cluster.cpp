@@ -7,8 +7,8 @@
 #include <set>
 #include <unordered_set>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 
 namespace placelab {
 namespace {

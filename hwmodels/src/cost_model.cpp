@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/machine.h"
 
 namespace placelab {

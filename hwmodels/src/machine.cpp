@@ -6,8 +6,8 @@
 #include <limits>
 #include <unordered_set>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 #include "route_search.h"
 
 namespace placelab {

@@ -10,10 +10,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/io.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 #include "placelab/hwmodels/cluster.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "presets.h"

@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/workers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/workers.h"
 
 namespace placelab {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "option_table.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "registry_entries.h"
 #include "require.h"
 #include "state_json.h"

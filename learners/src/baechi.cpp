@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"

@@ -10,8 +10,8 @@
 
 
 #include "partition.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/sim/eager_schedule.h"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <span>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/sim/dataflow_schedule.h"

@@ -21,8 +21,8 @@
 
 #include <fmt/format.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/learners/baselines.h"
 #include "registry_entries.h"

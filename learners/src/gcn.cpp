@@ -1,7 +1,7 @@
 #include "placelab/learners/gcn.h"
 
 #include "decide.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/nn/functions.h"
 
 namespace placelab {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/nn/functions.h"
 #include "problem_fields.h"
 #include "require.h"

@@ -6,8 +6,8 @@
 #include <unordered_map>
 
 #include "partition.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
 
 namespace placelab {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "registry_entries.h"
 #include "require.h"
 #include "seq2seq_options.h"

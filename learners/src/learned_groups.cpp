@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/seq2seq_learners.h"
 #include "require.h"
 

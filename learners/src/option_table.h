@@ -18,9 +18,9 @@
 #include <variant>
 #include <vector>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::detail {

@@ -12,7 +12,7 @@
 
 #include <metis.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::detail {
 

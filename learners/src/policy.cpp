@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 

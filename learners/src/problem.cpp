@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "problem_fields.h"
 
 namespace placelab {

@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "option_table.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 #include "registry_entries.h"
 
 namespace placelab {

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::detail {

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/numbers.h"  // format_6g: a number as these messages show it ("0.1", "1e-08")
+#include "placelab/core/error.h"
+#include "placelab/core/numbers.h"  // format_6g: a number as these messages show it ("0.1", "1e-08")
 
 namespace placelab::detail {
 

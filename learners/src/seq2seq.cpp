@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/nn/functions.h"
 #include "decide.h"
 #include "require.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "option_table.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/gcn.h"
 #include "registry_entries.h"
 #include "seq2seq_options.h"

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/learner.h"
 #include "placelab/learners/policy.h"
 

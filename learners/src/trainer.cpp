@@ -1,6 +1,6 @@
 #include "placelab/learners/trainer.h"
 
-#include "placelab/graph/io.h"
+#include "placelab/core/files.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "state_json.h"
 
 namespace placelab {

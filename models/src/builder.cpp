@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "builder_impl.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::models {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "generators.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/models/builder.h"
 
 namespace placelab::models {

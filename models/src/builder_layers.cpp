@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "builder_impl.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::models {
 

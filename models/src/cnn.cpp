@@ -3,7 +3,7 @@
 #include <string>
 
 #include "generators.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::models::detail {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::models {
 

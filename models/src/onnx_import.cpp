@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "onnx/importer.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
 
 namespace placelab::models {
 

@@ -5,9 +5,9 @@
 #include <mutex>
 
 #include "generators.h"
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
+#include "placelab/core/numbers.h"
 
 namespace placelab::models {
 namespace {

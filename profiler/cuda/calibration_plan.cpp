@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/cupti_calibrator.h"
 

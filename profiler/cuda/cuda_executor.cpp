@@ -8,7 +8,7 @@
 #include <set>
 
 #include "gpu_kernel.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/executor_buffers.h"

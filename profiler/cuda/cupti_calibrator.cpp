@@ -9,7 +9,7 @@
 
 #include "cupti_activity.h"
 #include "gpu_kernel.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/gpu_check.h"
 #include "../src/measure_util.h"

@@ -1,7 +1,7 @@
 // libplacelab_gpu.so: the GPU backends behind the C entry point that gpu_backend.cpp loads.
 #include <exception>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/gpu_backend.h"
 
 namespace {

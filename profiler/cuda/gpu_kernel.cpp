@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/gpu_check.h"
 

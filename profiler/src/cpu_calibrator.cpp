@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/keys.h"
+#include "placelab/core/error.h"
+#include "placelab/core/keys.h"
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/cpu_executor.h"
 #include "measure_util.h"

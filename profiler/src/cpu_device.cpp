@@ -9,7 +9,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::cpu {
 

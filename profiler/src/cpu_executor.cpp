@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/profiler/activity.h"
 #include "placelab/profiler/cpu_device.h"

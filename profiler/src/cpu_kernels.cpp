@@ -10,7 +10,7 @@
 
 #include <Eigen/Dense>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::cpu {
 namespace {

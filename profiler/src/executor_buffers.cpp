@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/cpu_kernels.h"
 
 namespace placelab {

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 namespace {

@@ -6,7 +6,7 @@
 #include <ctime>
 #include <utility>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "measure_util.h"
 #include "trace_import_internal.h"
 

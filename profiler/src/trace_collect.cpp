@@ -10,8 +10,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "placelab/graph/json_locator.h"
-#include "placelab/graph/numbers.h"
+#include "placelab/core/json_locator.h"
+#include "placelab/core/numbers.h"
 #include "trace_import_internal.h"
 
 namespace placelab::trace_detail {

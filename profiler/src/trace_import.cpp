@@ -11,11 +11,11 @@
 
 #include <zlib.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/io.h"
-#include "placelab/graph/json_locator.h"
-#include "placelab/graph/numbers.h"
-#include "placelab/graph/units.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
+#include "placelab/core/json_locator.h"
+#include "placelab/core/numbers.h"
+#include "placelab/core/units.h"
 #include "trace_import_internal.h"
 
 namespace placelab::trace_detail {

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "measure_util.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/activity.h"
 
 namespace placelab {

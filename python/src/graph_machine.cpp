@@ -10,7 +10,7 @@
 #include <pybind11/stl/filesystem.h>
 
 #include "bindings.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/graph/io.h"
 #include "placelab/models/onnx_import.h"
 

@@ -4,7 +4,7 @@
 #include <Python.h>
 
 #include "bindings.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::python {
 

@@ -10,7 +10,7 @@
 #include <pybind11/stl/filesystem.h>
 
 #include "bindings.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/learners/problem.h"

@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/sim/bounds.h"
 
 namespace placelab::python {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 namespace {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 

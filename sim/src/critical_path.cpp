@@ -7,7 +7,7 @@
 #include <vector>
 #include <unordered_map>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 

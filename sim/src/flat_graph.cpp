@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
+#include "placelab/core/workers.h"
 #include "placelab/graph/transfers.h"
-#include "placelab/graph/workers.h"
 #include "flat_graph.h"
 
 namespace placelab::sim_detail {

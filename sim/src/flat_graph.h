@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/large_table.h"
+#include "placelab/core/error.h"
+#include "placelab/core/large_table.h"
 #include "placelab/graph/op_graph.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/sim/simulator.h"

@@ -14,9 +14,9 @@
 #include <thread>
 #include <type_traits>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
+#include "placelab/core/workers.h"
 #include "placelab/graph/transfers.h"
-#include "placelab/graph/workers.h"
 #include "placelab/sim/dataflow_schedule.h"
 #include "event_state.h"
 #include "flat_graph.h"

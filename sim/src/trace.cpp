@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 namespace {

@@ -1,18 +1,18 @@
 #include "placelab/graph/io.h"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/json_locator.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
+#include "placelab/core/json_locator.h"
+#include "../core/temp_dir.h"
 
 namespace placelab {
 namespace {
@@ -89,31 +89,12 @@ std::string written(const OpGraph& g, std::string_view name = {}) {
   return out.str();
 }
 
-// A fresh empty directory under the system temp dir, removed by the destructor.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() /
-           ("placelab_io_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
+using testing::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// A fresh directory for one test.
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("placelab_io_test_") {}
+};
 
 // ---------------------------------------------------------------------------------------------
 // Reading graphs
@@ -637,27 +618,11 @@ TEST(PlacementJson, ReadsFromAFile) {
   }
 }
 
-// Files that are not files: a FIFO nobody writes to is refused at once (never waited on), a
-// device is refused (never read without end), a file over the limit is refused on the bytes read.
-TEST(ReadTextFile, RefusesFifosDevicesFoldersAndFilesOverTheLimit) {
+// A graph file that is a FIFO nobody writes to is refused at once, never waited on (read_text_file).
+TEST(ReadGraphJson, RefusesAFifo) {
   TempDir dir;
   const fs::path fifo = dir.path / "graph.json";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const auto message = [](const fs::path& path, int64_t limit = kMaxTextFileBytes) {
-    try {
-      read_text_file(path, limit);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(read)");
-  };
-  EXPECT_TRUE(contains(message(fifo), "graph.json: cannot read: it is a FIFO; placelab reads regular files")) << message(fifo);
-  EXPECT_TRUE(contains(message("/dev/zero"), "/dev/zero: cannot read: it is a character device")) << message("/dev/zero");
-  EXPECT_TRUE(contains(message(dir.path), "cannot read: it is a folder"));
-  const fs::path big = dir.path / "big.json";
-  std::ofstream(big) << std::string(3 << 20, ' ');
-  EXPECT_TRUE(contains(message(big, 2 << 20), "big.json: larger than 2 MiB")) << message(big, 2 << 20);
-  EXPECT_EQ(read_text_file(big).size(), std::size_t{3} << 20);
   EXPECT_THROW(read_graph_json(fifo), InputError);
 }
 
@@ -668,118 +633,6 @@ TEST(ReadGraphJson, AGraphOfNoOpsIsAnInputError) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "empty.json:1: /ops: a graph needs at least one op");
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Atomic writes
-
-// A device, FIFO or socket is never replaced by a regular file; a link is replaced itself, never
-// written through.
-TEST(WriteFileAtomically, RefusesTargetsThatAreNotRegularFilesAndReplacesLinksNotTheirTargets) {
-  TempDir dir;
-  const fs::path fifo = dir.path / "out.json";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_THROW(write_file_atomically(fifo, "x"), InputError);
-  EXPECT_TRUE(fs::is_fifo(fifo));
-  const fs::path elsewhere = dir.path / "elsewhere.txt";
-  std::ofstream(elsewhere) << "keep";
-  fs::create_symlink(elsewhere, dir.path / "link.json");
-  write_file_atomically(dir.path / "link.json", "new");
-  EXPECT_EQ(slurp(elsewhere), "keep");
-  EXPECT_FALSE(fs::is_symlink(dir.path / "link.json"));
-  EXPECT_EQ(slurp(dir.path / "link.json"), "new");
-}
-
-// Appends create or extend a regular file only: never through a link, never into a FIFO (which
-// would block without a reader) or a device.
-TEST(AppendFileDurably, AppendsToRegularFilesOnlyAndNeverThroughALink) {
-  TempDir dir;
-  const fs::path log = dir.path / "curve.jsonl";
-  append_file_durably(log, "a\n");
-  append_file_durably(log, "b\n");
-  EXPECT_EQ(slurp(log), "a\nb\n");
-  const fs::path fifo = dir.path / "fifo.jsonl";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_THROW(append_file_durably(fifo, "x"), InputError);
-  const fs::path elsewhere = dir.path / "elsewhere.txt";
-  std::ofstream(elsewhere) << "keep";
-  fs::create_symlink(elsewhere, dir.path / "link.jsonl");
-  try {
-    append_file_durably(dir.path / "link.jsonl", "x");
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(slurp(elsewhere), "keep");
-  EXPECT_THROW(append_file_durably(dir.path / "missing" / "x.jsonl", "x"), InputError);
-}
-
-TEST(WriteFileAtomically, WritesAndReplacesWithoutLeavingTemporaryFiles) {
-  TempDir dir;
-  fs::path target = dir.path / "out.json";
-  write_file_atomically(target, "first");
-  EXPECT_EQ(slurp(target), "first");
-  write_file_atomically(target, std::string(100000, 'x'));
-  EXPECT_EQ(slurp(target), std::string(100000, 'x'));
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"out.json"}));
-}
-
-TEST(WriteFileAtomically, IntoAMissingDirectoryFailsAndCreatesNothing) {
-  TempDir dir;
-  try {
-    write_file_atomically(dir.path / "no_such_dir" / "out.json", "x");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {  // the user's path to mend: exit status 2
-    EXPECT_TRUE(contains(e.what(), "out.json: cannot create a temporary file in")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "No such file or directory")) << e.what();
-  }
-  EXPECT_TRUE(dir.entries().empty());
-}
-
-TEST(WriteFileAtomically, AFolderWhereTheFileShouldGoIsAnInputError) {
-  TempDir dir;
-  // `-o results` where results/ is a folder: the user's path to mend (exit 2), not an internal
-  // error, and nothing is written — no temporary file, the folder untouched.
-  fs::create_directories(dir.path / "out.json");
-  std::ofstream(dir.path / "out.json" / "keep") << "old";
-  try {
-    write_file_atomically(dir.path / "out.json", "new");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_TRUE(contains(e.what(), "out.json: it is a folder")) << e.what();
-  }
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"out.json"}));
-  EXPECT_EQ(slurp(dir.path / "out.json" / "keep"), "old");
-}
-
-TEST(WriteFileAtomically, FailedWriteKeepsTheOldFile) {
-  TempDir dir;
-  fs::path target = dir.path / "out.json";
-  write_file_atomically(target, "old contents");
-  // A file size limit makes write() fail part way (EFBIG) with the process running as any user.
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  std::string error;
-  try {
-    write_file_atomically(target, std::string(100000, 'n'));
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, old_handler);
-  EXPECT_TRUE(contains(error, "writing the temporary file: File too large")) << error;
-  EXPECT_EQ(slurp(target), "old contents");
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"out.json"}));
-}
-
-TEST(WriteFileAtomically, RejectsAPathWithoutAFileName) {
-  TempDir dir;
-  EXPECT_THROW(write_file_atomically(dir.path / "", "x"), Error);
-  EXPECT_TRUE(dir.entries().empty());
 }
 
 // ---------------------------------------------------------------------------------------------

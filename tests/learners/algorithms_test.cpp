@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "toy.h"

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/machine_io.h"
 #include "placelab/models/zoo.h"
 #include "placelab/sim/simulator.h"

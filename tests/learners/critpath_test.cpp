@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"
 #include "placelab/sim/sim_environment.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/registry.h"
 #include "placelab/sim/simulator.h"
 #include "toy.h"

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gradient_check.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "toy.h"
 
 namespace placelab {

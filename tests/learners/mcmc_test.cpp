@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/learners/registry.h"
 #include "placelab/learners/trainer.h"

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/algorithms.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/learners/grouping.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gradient_check.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/gcn.h"
 #include "placelab/learners/seq2seq.h"
 

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/io.h"
+#include "placelab/core/error.h"
+#include "placelab/core/files.h"
 #include "placelab/learners/algorithms.h"
 #include "placelab/learners/baselines.h"
 #include "placelab/sim/sim_environment.h"

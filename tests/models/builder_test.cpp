@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::models {
 namespace {

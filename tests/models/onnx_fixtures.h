@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/models/onnx_import.h"
 
 namespace placelab::models::testing {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/models/zoo.h"
 #include "onnx_fixtures.h"
 

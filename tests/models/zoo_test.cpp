@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/models/expert.h"
 
 namespace placelab::models {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/cpu_device.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/executor_buffers.h"

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::cpu {
 namespace {

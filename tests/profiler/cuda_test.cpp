@@ -10,7 +10,7 @@
 
 #include "cupti_activity.h"
 #include "gpu_kernel.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/profiler/cpu_calibrator.h"
 #include "placelab/profiler/cpu_kernels.h"
 #include "placelab/profiler/cuda_executor.h"

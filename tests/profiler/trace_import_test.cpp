@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 namespace {

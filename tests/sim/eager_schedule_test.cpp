@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "sim_test_util.h"
 
 namespace placelab::testing {

@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/sim/trace.h"
 #include "sim_test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/hwmodels/cost_model.h"
 #include "placelab/sim/simulator.h"
 #include "sim_test_util.h"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "sim_test_util.h"
 
 namespace placelab {

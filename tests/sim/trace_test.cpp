@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "sim_test_util.h"
 
 namespace placelab {

@@ -3,7 +3,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/nn/layers.h"
 
 namespace placelab::nn {

@@ -1,6 +1,6 @@
 #include "placelab/learners/nn/functions.h"
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::nn {
 

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/learners/nn/layers.h"
 
 namespace placelab::nn {

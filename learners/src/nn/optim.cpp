@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::nn {
 

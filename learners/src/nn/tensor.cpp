@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #endif
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::nn {
 

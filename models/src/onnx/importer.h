@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common.h"
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 #include "placelab/models/onnx_import.h"
 
 namespace placelab::models::onnx_detail {

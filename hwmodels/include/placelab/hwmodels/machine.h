@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "placelab/graph/error.h"
-#include "placelab/graph/large_table.h"
+#include "placelab/core/error.h"
+#include "placelab/core/large_table.h"
 #include "placelab/graph/placement.h"
 #include "placelab/hwmodels/efficiency.h"
 

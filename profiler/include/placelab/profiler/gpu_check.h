@@ -17,7 +17,7 @@
 #include <cudnn.h>
 #include <cupti.h>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::gpu {
 

@@ -1,4 +1,4 @@
-#include "placelab/graph/json_locator.h"
+#include "placelab/core/json_locator.h"
 
 #include <algorithm>
 #include <cstdint>

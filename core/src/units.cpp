@@ -1,4 +1,4 @@
-#include "placelab/graph/units.h"
+#include "placelab/core/units.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "placelab/graph/large_table.h"
+#include "placelab/core/large_table.h"
 
 #if defined(__linux__)
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab::detail {
 

@@ -1,8 +1,8 @@
-#include "placelab/graph/numbers.h"
+#include "placelab/core/numbers.h"
 
 #include <cstdio>
 
-#include "placelab/graph/error.h"
+#include "placelab/core/error.h"
 
 namespace placelab {
 

@@ -1,6 +1,6 @@
 // JsonLocator: where in a JSON text a value, a repeated key or too deep a nesting is, so that a
-// reader's messages name the line (graph/json_locator.h).
-#include "placelab/graph/json_locator.h"
+// reader's messages name the line (core/json_locator.h).
+#include "placelab/core/json_locator.h"
 
 #include <string>
 
