@@ -132,7 +132,7 @@ class EagerPass {
     // Issue the op: the host's dispatch cost, then the kernel on the stream (a GPU) or the op
     // itself on the host thread (a CPU).
     const double dispatch = g_.dispatch_s[op];
-    const double work = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
+    const double work = g_.op_time(op, d);
     const double host_start = t;
     t += dispatch;
     double start = 0, end = 0;

@@ -105,6 +105,11 @@ struct FlatGraph {
   std::vector<int32_t> data_consumers;  // per op: its data out-edges (the readers its output waits for)
   double copy_dispatch_s = 0;           // host seconds to issue a copy (`.to(device)`): the first CPU's dispatch_s
 
+  // Seconds `op` takes on `device` (its cost class's column of op_time_s).
+  double op_time(uint32_t op, DeviceId device) const {
+    return op_time_s[std::size_t{op} * num_cost_classes + cost_class[device]];
+  }
+
   DeviceId effective_device(uint32_t op, DeviceId device) const {
     return (cpu_only[op] && device_is_gpu[device] && has_cpu) ? default_cpu : device;
   }

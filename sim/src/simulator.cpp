@@ -212,7 +212,7 @@ class Evaluation {
     for (uint32_t op = 0; op < g_.num_ops; ++op) {
       const DeviceId d = g_.effective_device(op, placement[op]);
       const sim_detail::OpInfo& info = g_.ops[op];
-      const double duration = g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
+      const double duration = g_.op_time(op, d);
       ops_[op] = OpState{info.in_end - info.in_begin, 0, d, 0, duration, info.output_bytes};
       op_dev_[op] = d;
       ++devs_[d].ready_tail;  // counted here, turned into segment offsets below
@@ -258,7 +258,7 @@ class Evaluation {
     by_start.reserve(g_.num_ops);
     for (uint32_t op = 0; op < g_.num_ops; ++op) {
       const DeviceId d = x.hint->placement[op];
-      by_start.emplace_back(x.hint->end_s[op] - op_time(op, d), op);
+      by_start.emplace_back(x.hint->end_s[op] - g_.op_time(op, d), op);
     }
     std::sort(by_start.begin(), by_start.end());
     for (const auto& [start, op] : by_start) {
@@ -286,7 +286,7 @@ class Evaluation {
     if (slot == kNoTransfer) return;
     x.hinted_slot[op] = kNoTransfer;
     auto& booked = x.plan[slot];
-    const double duration = op_time(op, x.hint->placement[op]);
+    const double duration = g_.op_time(op, x.hint->placement[op]);
     // Bookings on a slot are disjoint, so at most one zero-length one shares a start; find ours
     // by its length among those with the hinted op's start.
     auto it = std::lower_bound(booked.begin(), booked.end(), std::pair<double, double>{x.hint->end_s[op] - duration, -1.0});
@@ -332,10 +332,6 @@ class Evaluation {
       PLACELAB_CHECK(op_dev_[op] != kUndecided) << "the decider left op " << op << " without a device";
   }
 
-  double op_time(uint32_t op, DeviceId d) const {
-    return g_.op_time_s[std::size_t{op} * g_.num_cost_classes + g_.cost_class[d]];
-  }
-
   // DataflowStep::estimate (see there for the rule).
   DataflowEstimate estimate(uint32_t op, DeviceId d) const {
     const Deciding& x = *deciding_;
@@ -365,7 +361,7 @@ class Evaluation {
       }
       est.ready_s = std::max(est.ready_s, at);
     }
-    const double duration = op_time(op, d);
+    const double duration = g_.op_time(op, d);
     est.start_s = std::numeric_limits<double>::infinity();
     for (uint32_t s = g_.slot_off[d]; s < g_.slot_off[d + 1]; ++s)
       est.start_s = std::min(est.start_s, earliest_gap(x.plan[s], est.ready_s, duration));
@@ -404,7 +400,7 @@ class Evaluation {
     x.planned_end_s[op] = est.end_s;
     op_dev_[op] = d;
     ops_[op].device = d;
-    ops_[op].duration_s = op_time(op, d);
+    ops_[op].duration_s = g_.op_time(op, d);
     r_.devices[d].persistent_bytes += g_.persistent_bytes[op];
   }
 
@@ -857,7 +853,7 @@ DeviceId Simulator::effective_device(OpId op, DeviceId device) const {
 
 double Simulator::op_time_s(OpId op, DeviceId device) const {
   PLACELAB_CHECK(op < prepared_->num_ops && device < prepared_->num_devices) << "op " << op << ", device " << device;
-  return prepared_->op_time_s[std::size_t{op} * prepared_->num_cost_classes + prepared_->cost_class[device]];
+  return prepared_->op_time(op, device);
 }
 
 DeviceId Simulator::op_time_representative(DeviceId device) const {
