@@ -49,13 +49,13 @@ std::string device_summary(const Machine& m) {
 
 // The device table. `local` strips a cluster device's node prefix.
 void print_devices(std::span<const Device* const> devices, bool local) {
-  fmt::print("{:<10} {:<4} {:>8} {:>10} {:>11} {:>7} {:>9}  {}\n", "device", "kind", "TFLOP/s", "mem BW", "memory",
-             "streams", "launch", "model");
+  fmt::print("{:<10} {:<4} {:>8} {:>10} {:>11} {:>7} {:>10} {:>9}  {}\n", "device", "kind", "TFLOP/s", "mem BW", "memory",
+             "streams", "full-speed", "launch", "model");
   for (const Device* d : devices) {
     const std::string name = local ? d->name.substr(node_of(d->name).size() + 1) : d->name;
-    fmt::print("{:<10} {:<4} {:>8.2f} {:>10} {:>11} {:>7} {:>9}  {}\n", name, device_kind_name(d->kind),
+    fmt::print("{:<10} {:<4} {:>8.2f} {:>10} {:>11} {:>7} {:>10} {:>9}  {}\n", name, device_kind_name(d->kind),
                d->peak_flops_per_s / 1e12, format_rate(d->memory_bandwidth_Bps), format_bytes(d->memory_bytes), d->streams,
-               format_seconds(d->launch_overhead_s), d->model);
+               d->full_speed_ops, format_seconds(d->launch_overhead_s), d->model);
   }
 }
 
@@ -164,9 +164,9 @@ std::vector<NodeView> cluster_nodes(const Machine& m) {
     const std::size_t strip = n.name.size() + 1;
     for (DeviceId d : n.devices) {
       const Device& x = m.devices[d];
-      n.layout += fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{};", x.name.substr(strip), device_kind_name(x.kind), x.model,
-                              x.peak_flops_per_s, x.memory_bandwidth_Bps, x.memory_bytes, x.streams, x.launch_overhead_s,
-                              x.copy_engine);
+      n.layout += fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{};", x.name.substr(strip), device_kind_name(x.kind), x.model,
+                              x.peak_flops_per_s, x.memory_bandwidth_Bps, x.memory_bytes, x.streams, x.full_speed_ops,
+                              x.launch_overhead_s, x.copy_engine);
     }
     for (const std::string& s : n.switches) n.layout += s + ";";
     for (const auto* list : {&n.links, &n.nic_links})

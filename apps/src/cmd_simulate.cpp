@@ -132,7 +132,7 @@ void print_report(const SimResult& r, const Machine& m, const GraphSource& g, co
     fmt::print("execution  eager, as PyTorch runs it: host threads busy {} (docs/simulator.md)\n",
                format_seconds(r.host_busy_s));
   fmt::print("step time  {}{}\n", format_seconds(r.step_time_s), r.oom ? "  (OUT OF MEMORY: see below)" : "");
-  fmt::print("bound      {}{}: no placement is faster (critical path {}, work over {} slots {}){}\n\n",
+  fmt::print("bound      {}{}: no placement is faster (critical path {}, work over {} full-speed slots {}){}\n\n",
              format_seconds(bound.step_s),
              r.oom ? "" : fmt::format(", this placement {:+.1f} %", 100 * (r.step_time_s / bound.step_s - 1)),
              format_seconds(bound.critical_path_s), bound.slots, format_seconds(bound.work_s),

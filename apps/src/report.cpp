@@ -207,7 +207,7 @@ void step_time_section(std::ostream& md, json& s) {
     md << "\nNo placement of this graph on this machine can take less than **"
        << fmt::format("{:.4f}", b["step_s"].get<double>()) << " s/step**: the longer of the critical path with every op "
        << "on its fastest device and free transfers (" << fmt::format("{:.4f}", b["critical_path_s"].get<double>())
-       << " s) and all ops' fastest times shared perfectly over the " << b["slots"] << " compute slots ("
+       << " s) and all ops' fastest times shared perfectly over the " << b["slots"] << " full-speed slots ("
        << fmt::format("{:.4f}", b["work_s"].get<double>()) << " s). \"best vs bound\" is each best seed's distance "
        << "above it (docs/simulator.md, \"Lower bounds\").";
     if (!b["memory_feasible"].get<bool>())

@@ -726,6 +726,7 @@ std::string machine_yaml(const Machine& m, bool as_block) {
     o << in << "    memory_bandwidth_Bps: " << num(d.memory_bandwidth_Bps) << "\n";
     o << in << "    memory_bytes: " << d.memory_bytes << "\n";
     o << in << "    streams: " << d.streams << "\n";
+    if (d.full_speed_ops != 1) o << in << "    full_speed_ops: " << d.full_speed_ops << "\n";
     o << in << "    launch_overhead_s: " << num(d.launch_overhead_s) << "\n";
     if (d.dispatch_s != kDefaultDispatchS) o << in << "    dispatch_s: " << num(d.dispatch_s) << "\n";
     if (!d.copy_engine) o << in << "    copy_engine: false\n";

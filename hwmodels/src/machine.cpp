@@ -99,6 +99,9 @@ void Machine::finalize() {
       throw MachineError(where + ".memory_bytes", std::to_string(d.memory_bytes), "must be > 0");
     if (d.streams < 1 || d.streams > 256)
       throw MachineError(where + ".streams", std::to_string(d.streams), "must be in 1..256");
+    if (d.full_speed_ops < 1 || d.full_speed_ops > d.streams)
+      throw MachineError(where + ".full_speed_ops", std::to_string(d.full_speed_ops),
+                         "must be in 1..streams (" + std::to_string(d.streams) + ")");
     if (!non_negative(d.launch_overhead_s))
       throw MachineError(where + ".launch_overhead_s", format_6g(d.launch_overhead_s),
                          "must be a finite number >= 0");

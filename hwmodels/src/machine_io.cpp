@@ -149,7 +149,7 @@ class MachineReader {
   static constexpr std::string_view kNetworkKeys[] = {"bandwidth_Bps", "latency_s", "nics", "attach_bandwidth_Bps"};
   static constexpr std::string_view kDeviceKeys[] = {
       "name", "kind", "model", "peak_flops", "memory_bandwidth_Bps", "memory_bytes", "streams", "launch_overhead_s",
-      "dispatch_s", "copy_engine", "efficiency"};
+      "full_speed_ops", "dispatch_s", "copy_engine", "efficiency"};
   static constexpr std::string_view kEfficiencyKeys[] = {
       "base", "winograd_speedup", "host_op_s", "gemm", "conv2d", "conv2d_backprop_input", "conv2d_backprop_filter",
       "elementwise", "reduction", "embedding", "softmax", "copy"};
@@ -453,6 +453,14 @@ class MachineReader {
     if (!streams.IsScalar() || !streams_value || *streams_value < 1 || *streams_value > 256)
       fail(field_line(path, "streams"), path + ".streams", text, "must be an integer in 1..256");
     d.streams = *streams_value;
+    if (const YAML::Node full = node["full_speed_ops"]) {
+      const std::string v = full.IsScalar() ? full.Scalar() : describe_node(full);
+      const std::optional<int> value = parse_number<int>(v);
+      if (!full.IsScalar() || !value || *value < 1 || *value > d.streams)
+        fail(field_line(path, "full_speed_ops"), path + ".full_speed_ops", v,
+             "must be an integer in 1..streams (" + std::to_string(d.streams) + ")");
+      d.full_speed_ops = *value;
+    }
     d.launch_overhead_s = read_quantity(node, path, "launch_overhead_s", Quantity::kSeconds, true);
     if (node["dispatch_s"]) {
       if (d.kind != DeviceKind::kCpu)

@@ -220,7 +220,7 @@ void EtfSchedule::prepare() {
   }
   stream_begin_.assign(num_devices_ + 1, 0);
   for (DeviceId d = 0; d < num_devices_; ++d)
-    stream_begin_[d + 1] = stream_begin_[d] + static_cast<std::size_t>(std::max(1, machine_.devices[d].streams));
+    stream_begin_[d + 1] = stream_begin_[d] + static_cast<std::size_t>(machine_.devices[d].parallel_capacity());
   stream_free_.assign(stream_begin_.back(), 0.0);
   links_.reset(machine_.num_link_directions());
   arrival_.assign(n_ * num_devices_, -1.0);

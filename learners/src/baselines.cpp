@@ -322,7 +322,7 @@ HeftScheduler::HeftScheduler(const OpGraph& graph, const CostModel& cost, const 
   p_.assign(graph.num_ops(), candidates_.front());
   for (OpId op = 0; op < graph.num_ops(); ++op) group_persistent_[coloc_.group_of(op)] += graph.op(op).persistent_bytes;
   for (DeviceId d = 0; d < machine_.num_devices(); ++d)
-    busy_[d].resize(static_cast<std::size_t>(std::max(1, machine_.devices[d].streams)));
+    busy_[d].resize(static_cast<std::size_t>(machine_.devices[d].parallel_capacity()));
 }
 
 std::vector<DeviceId> HeftScheduler::allowed(OpId op) const {

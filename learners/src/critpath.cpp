@@ -183,7 +183,7 @@ void CritpathLearner::plan_round() {
     int slots = 1;
   };
   std::vector<Busy> busy(nd);
-  for (std::size_t k = 0; k < nd; ++k) busy[k].slots = std::max(1, sim_->machine().devices[space_.devices[k]].streams);
+  for (std::size_t k = 0; k < nd; ++k) busy[k].slots = sim_->machine().devices[space_.devices[k]].parallel_capacity();
   for (const TimelineEvent& e : ev)
     if (e.kind == TimelineEvent::Kind::kOp && space_index[e.device] >= 0) {
       Busy& b = busy[static_cast<std::size_t>(space_index[e.device])];

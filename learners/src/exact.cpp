@@ -153,7 +153,7 @@ struct ModelData {
   std::vector<std::vector<double>> p;      // [task][i]: ms on devices[i]; pinned: [task][0] on the CPU
   std::vector<int64_t> group_bytes;        // [group] persistent bytes of its ops that are not pinned
   int64_t pinned_bytes = 0;                // persistent bytes of the CPU-only ops
-  bool single_stream(std::size_t i, const Machine& m) const { return m.devices[devices[i]].streams <= 1; }
+  bool single_stream(std::size_t i, const Machine& m) const { return m.devices[devices[i]].parallel_capacity() <= 1; }
 };
 
 // The model's makespan (ms) of a group placement (an index into devices per group), scheduled as
@@ -195,7 +195,7 @@ std::optional<ModelSchedule> schedule_in_model(const Tasks& t, const ModelData& 
     for (std::size_t a : t.preds[task])
       ready = std::max(ready, finish[a] + delay_ms(cost, t.sent.at({a, task}), device(a), device(task)));
     const DeviceId dev = device(task);
-    const bool exclusive = !t.pinned[task] && m.devices[dev].streams <= 1;
+    const bool exclusive = !t.pinned[task] && m.devices[dev].parallel_capacity() <= 1;
     s.start[task] = exclusive ? std::max(ready, free_at[dev]) : ready;
     finish[task] = s.start[task] + duration(task);
     if (exclusive) free_at[dev] = finish[task];
@@ -309,7 +309,8 @@ std::vector<bool> orbit_representatives(const OpGraph& graph, const CostModel& c
   const std::vector<DeviceId> priced_as = cost.op_time_representatives(graph);
   const auto alike = [&](DeviceId a, DeviceId b) {
     return priced_as[a] == priced_as[b] &&
-           m.devices[a].memory_bytes == m.devices[b].memory_bytes && m.devices[a].streams == m.devices[b].streams;
+           m.devices[a].memory_bytes == m.devices[b].memory_bytes && m.devices[a].streams == m.devices[b].streams &&
+           m.devices[a].full_speed_ops == m.devices[b].full_speed_ops;
   };
   std::vector<std::size_t> perm(nd);
   std::iota(perm.begin(), perm.end(), std::size_t{0});
@@ -402,7 +403,7 @@ std::optional<std::pair<double, bool>> relaxation_bound(const OpGraph& graph, co
   for (std::size_t i = 0; i < nd; ++i) {
     const bool is_cpu = d.cpu && d.devices[i] == *d.cpu;
     cpu_targeted = cpu_targeted || is_cpu;
-    Terms mem, load{{c_max, std::max(1, machine.devices[d.devices[i]].streams)}};
+    Terms mem, load{{c_max, machine.devices[d.devices[i]].parallel_capacity()}};
     for (std::size_t g = 0; g < grouping.num_groups(); ++g)
       mem.emplace_back(x[g][i], static_cast<double>(d.group_bytes[g]) * kMiB);
     const int64_t capacity = machine.devices[d.devices[i]].memory_bytes - (is_cpu ? d.pinned_bytes : 0);
@@ -411,7 +412,7 @@ std::optional<std::pair<double, bool>> relaxation_bound(const OpGraph& graph, co
       if (!pinned(op)) load.emplace_back(x[grouping.group_of(op)][i], -op_ms[op][i]);
     mb.add_row(std::move(load), 'G', is_cpu ? pinned_work : 0);
   }
-  if (d.cpu && !cpu_targeted) mb.add_row({{c_max, std::max(1, machine.devices[*d.cpu].streams)}}, 'G', pinned_work);
+  if (d.cpu && !cpu_targeted) mb.add_row({{c_max, machine.devices[*d.cpu].parallel_capacity()}}, 'G', pinned_work);
 
   const std::vector<int64_t> wire = wire_bytes(graph);
   for (OpId u = 0; u < n; ++u) {
@@ -585,7 +586,7 @@ struct ScheduleModel {
       mb.add_row(std::move(mem), 'L', static_cast<double>(capacity(i)) * kMiB);
       // A device's work fits in the makespan on its streams: implied by the disjunctions on a
       // single-stream device, but it gives the LP relaxation its strength.
-      load.emplace_back(c_max, std::max(1, machine_.devices[d_.devices[i]].streams));
+      load.emplace_back(c_max, machine_.devices[d_.devices[i]].parallel_capacity());
       for (std::size_t task = 0; task < t_.size(); ++task)
         if (!t_.pinned[task]) load.emplace_back(x[t_.group_of_task[task]][i], -d_.p[task][i]);
       mb.add_row(std::move(load), 'G', pinned_work);

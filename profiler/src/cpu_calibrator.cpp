@@ -382,6 +382,8 @@ Machine calibrated_cpu_machine(const CpuCalibrationOptions& options, const Calib
                                .memory_bandwidth_Bps = peaks.bandwidth[d],
                                .memory_bytes = memory,
                                .streams = static_cast<int>(cores[d].size()),
+                               // the executor runs each op on one core of its own
+                               .full_speed_ops = static_cast<int>(cores[d].size()),
                                .launch_overhead_s = 0,
                                // the executor's destination worker does the memcpy
                                .copy_engine = false});

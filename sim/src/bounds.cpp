@@ -48,7 +48,7 @@ StepLowerBound step_lower_bound(const OpGraph& graph, const Simulator& sim, std:
     if (class_used[sim.op_time_representative(d)]) used[d] = 1;
   for (std::size_t d = 0; d < m.devices.size(); ++d)
     if (used[d]) {
-      b.slots += std::max(1, m.devices[d].streams);
+      b.slots += m.devices[d].parallel_capacity();
       b.memory_bytes += m.devices[d].memory_bytes;
     }
   b.work_s = b.slots > 0 ? work / b.slots : 0;

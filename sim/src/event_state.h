@@ -100,6 +100,9 @@ struct DeviceState {
   uint32_t copy_tail;
   int64_t transient_bytes;
   int64_t peak_transient_bytes;
+  // A shared device (FlatGraph::shared): when the work left of its ops in flight
+  // (Impl::remaining_s) was last brought up to date.
+  double since_s;
 };
 
 // Per link direction: its FIFO free time and its traffic so far (copied to SimResult::links at

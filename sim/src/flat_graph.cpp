@@ -193,6 +193,8 @@ void fill_devices(FlatGraph& g, const Machine& machine) {
   const uint32_t nd = g.num_devices;
   g.device_is_gpu.resize(nd);
   g.slot_off.assign(nd + 1, 0);
+  g.full_speed.resize(nd);
+  g.shared.resize(nd);
   g.capacity_bytes.resize(nd);
   for (DeviceId d = 0; d < nd; ++d) {
     const Device& dev = machine.devices[d];
@@ -200,6 +202,9 @@ void fill_devices(FlatGraph& g, const Machine& machine) {
         << dev.name << ".streams = " << dev.streams;
     g.device_is_gpu[d] = dev.kind == DeviceKind::kGpu ? 1 : 0;
     g.slot_off[d + 1] = g.slot_off[d] + static_cast<uint32_t>(dev.streams);
+    PLACELAB_CHECK(dev.full_speed_ops >= 1) << dev.name << ".full_speed_ops = " << dev.full_speed_ops;
+    g.full_speed[d] = static_cast<uint32_t>(dev.parallel_capacity());
+    g.shared[d] = dev.streams > dev.full_speed_ops ? 1 : 0;
     g.capacity_bytes[d] = dev.memory_bytes;
   }
   if (auto cpu = machine.default_cpu()) {

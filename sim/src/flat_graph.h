@@ -95,6 +95,10 @@ struct FlatGraph {
   // The hops of pair src × num_devices + dst, in order from the source.
   std::span<const LinkDirection> route(std::size_t pair) const { return routes->hops_of(pair); }
   std::vector<uint32_t> slot_off;   // device → first compute slot; num_devices + 1 entries
+  // Per device: Device::parallel_capacity(), and whether ops in flight can outnumber it (streams >
+  // full_speed_ops), in which case they share the device (docs/simulator.md, "Compute").
+  std::vector<uint32_t> full_speed;
+  std::vector<uint8_t> shared;
   std::vector<int64_t> capacity_bytes;
 
   // Eager graphs only (Execution::kEager; docs/simulator.md, "Eager execution").

@@ -62,6 +62,11 @@ struct SimWorkspace::Impl {
   // Per compute slot. Not uint8_t: a store through a char type may alias anything, which would
   // make the compiler reload every array pointer of the event loop after it.
   std::vector<uint32_t> slot_busy;
+  // Per compute slot of a shared device: the seconds of work at full speed its op (or copy) has
+  // left as of DeviceState::since_s, and with a timeline the index of its record, whose end is
+  // known only when it finishes.
+  std::vector<double> remaining_s;
+  std::vector<uint32_t> slot_record;
   // Bit sets over device ids (64 per word): devices touched since the last dispatch, and the
   // remote destinations of the finishing producer. Walking set bits yields ids in increasing
   // order, which both rules need, without sorting.
@@ -85,6 +90,8 @@ struct SimWorkspace::Impl {
     grow(queues, g.num_queues);
     grow(devices, nd);
     grow(slot_busy, g.slot_off[nd]);
+    grow(remaining_s, g.slot_off[nd]);
+    grow(slot_record, g.slot_off[nd]);
     grow(dirty_bits, (nd + 63) / 64);
     grow(dest_bits, (nd + 63) / 64);
     grow(remote_edges, g.max_out_degree);
@@ -147,7 +154,7 @@ class Evaluation {
     sim_detail::reset_result(g_, r_);
 
     for (uint32_t d = 0; d < nd_; ++d)
-      devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, kNoTransfer, kNoTransfer, 0, 0};
+      devs_[d] = DeviceState{0, 0, g_.slot_off[d + 1] - g_.slot_off[d], 0, 0, 0, kNoTransfer, kNoTransfer, 0, 0, 0.0};
     for (uint32_t l = 0; l < g_.num_links; ++l) links_[l] = LinkState{0.0, 0.0, 0};
     std::fill_n(w_.queues.begin(), g_.num_queues, QueueState{kNoTransfer, 0});
     std::fill_n(w_.slot_busy.begin(), g_.slot_off[nd_], uint32_t{0});
@@ -250,6 +257,10 @@ class Evaluation {
     x.finishing = kNoTransfer;
   }
 
+  // The end of `d`'s slots in the plan: a shared device is planned as the ops it runs at full
+  // speed, the fluid equivalent of its sharing.
+  uint32_t plan_end(DeviceId d) const { return g_.slot_off[d] + g_.full_speed[d]; }
+
   // The hint's bookings: per device in start order, each op on the first slot free by its start
   // (else the one free first), as the hint ran them.
   void book_hint() {
@@ -264,7 +275,7 @@ class Evaluation {
     for (const auto& [start, op] : by_start) {
       const DeviceId d = x.hint->placement[op];
       uint32_t slot = g_.slot_off[d];
-      for (uint32_t s = slot; s < g_.slot_off[d + 1]; ++s) {
+      for (uint32_t s = slot; s < plan_end(d); ++s) {
         const double free_s = x.plan[s].empty() ? 0.0 : x.plan[s].back().second;
         const double best_s = x.plan[slot].empty() ? 0.0 : x.plan[slot].back().second;
         if (free_s <= start) {
@@ -363,7 +374,7 @@ class Evaluation {
     }
     const double duration = g_.op_time(op, d);
     est.start_s = std::numeric_limits<double>::infinity();
-    for (uint32_t s = g_.slot_off[d]; s < g_.slot_off[d + 1]; ++s)
+    for (uint32_t s = g_.slot_off[d]; s < plan_end(d); ++s)
       est.start_s = std::min(est.start_s, earliest_gap(x.plan[s], est.ready_s, duration));
     est.end_s = est.start_s + duration;
     return est;
@@ -390,7 +401,7 @@ class Evaluation {
     const DataflowEstimate est = estimate(op, d);
     Deciding& x = *deciding_;
     const double duration = est.end_s - est.start_s;
-    for (uint32_t s = g_.slot_off[d]; s < g_.slot_off[d + 1]; ++s) {
+    for (uint32_t s = g_.slot_off[d]; s < plan_end(d); ++s) {
       if (earliest_gap(x.plan[s], est.ready_s, duration) != est.start_s) continue;
       auto& booked = x.plan[s];
       const std::pair<double, double> interval{est.start_s, est.end_s};
@@ -575,6 +586,8 @@ class Evaluation {
   // the same time, as the CPU executor orders its tasks).
   void dispatch(DeviceId d, double now) {
     DeviceState& ds = devs_[d];
+    const bool shared = g_.shared[d] != 0;
+    if (shared) [[unlikely]] settle(d, now);
     while (ds.free_slots > 0) {
       if (ds.copy_head != kNoTransfer) [[unlikely]] {
         if (no_ready(d, ds) || xfers_[ds.copy_head].end_s < first_ready(d, ds).time) {
@@ -600,10 +613,55 @@ class Evaluation {
       set_leaf(s, Event{now + duration, kOpFinish << 32 | op});
       if constexpr (kDecide) deciding_->planned_end_s[op] = now + duration;
       if constexpr (kRecord) {
+        if (shared) w_.slot_record[s] = static_cast<uint32_t>(r_.timeline.size());
         r_.timeline.push_back({TimelineEvent::Kind::kOp, op, d, d, static_cast<uint16_t>(s - first), now,
                                now + duration, started.output_bytes});
       }
+      if (shared) [[unlikely]] w_.remaining_s[s] = duration;
     }
+    if (shared) [[unlikely]] reschedule(d, now);
+  }
+
+  // ---- Shared devices (FlatGraph::shared; docs/simulator.md, "Compute") ----
+  // While more ops (and copies) are in flight on a shared device than it runs at full speed,
+  // each advances at full_speed / in-flight of its speed: processor sharing, as an OS or a
+  // thread pool time-slices one socket between TensorFlow's inter-op threads. Each slot keeps
+  // the work its op has left; a start or a finish brings them up to date (settle) and moves
+  // every finish on the device to the new rate (reschedule). The device's work is conserved:
+  // it never does more than full_speed seconds of work per second.
+
+  // Work done on `d` since DeviceState::since_s, at the rate of the ops then in flight.
+  void settle(DeviceId d, double now) {
+    DeviceState& ds = devs_[d];
+    const double elapsed = now - ds.since_s;
+    ds.since_s = now;
+    const uint32_t first = g_.slot_off[d], end = g_.slot_off[d + 1];
+    const uint32_t in_flight = end - first - ds.free_slots;
+    if (elapsed == 0 || in_flight == 0) return;
+    const uint32_t full = g_.full_speed[d];
+    const double done = in_flight <= full ? elapsed : elapsed * full / in_flight;
+    for (uint32_t s = first; s < end; ++s)
+      if (w_.slot_busy[s]) w_.remaining_s[s] = std::max(0.0, w_.remaining_s[s] - done);
+  }
+
+  // Every finish on `d` at the rate its ops in flight have now (settled to `now`).
+  void reschedule(DeviceId d, double now) {
+    const uint32_t first = g_.slot_off[d], end = g_.slot_off[d + 1];
+    const uint32_t in_flight = end - first - devs_[d].free_slots;
+    const uint32_t full = g_.full_speed[d];
+    for (uint32_t s = first; s < end; ++s) {
+      if (!w_.slot_busy[s]) continue;
+      const double left = w_.remaining_s[s];
+      const double finish = now + (in_flight <= full ? left : left * in_flight / full);
+      set_leaf(s, Event{finish, tree_[num_leaves_ + s].key()});
+    }
+  }
+
+  // The end of the timeline record of what ran on shared slot `slot`, now that it finished.
+  void record_shared_end(uint32_t slot, double now) {
+    if constexpr (kRecord) r_.timeline[w_.slot_record[slot]].end_s = now;
+    (void)slot;
+    (void)now;
   }
 
   void finish_op(uint32_t op, double now) {
@@ -611,6 +669,10 @@ class Evaluation {
     const DeviceId d = self.device;
     const sim_detail::OpInfo& info = g_.ops[op];
     const uint32_t slot = g_.slot_off[d] + self.slot;
+    if (g_.shared[d]) [[unlikely]] {
+      settle(d, now);
+      record_shared_end(slot, now);
+    }
     w_.slot_busy[slot] = 0;
     clear_leaf(slot);
     ++devs_[d].free_slots;
@@ -770,6 +832,10 @@ class Evaluation {
     t.next = d;
     t.end_s = now + duration;
     set_leaf(s, Event{t.end_s, kCopyFinish << 32 | x});
+    if (g_.shared[d]) [[unlikely]] {
+      w_.remaining_s[s] = duration;
+      if constexpr (kRecord) w_.slot_record[s] = static_cast<uint32_t>(r_.timeline.size());
+    }
     if constexpr (kRecord)
       r_.timeline.push_back({TimelineEvent::Kind::kTransfer, t.producer, d, src, static_cast<uint16_t>(s - first), now,
                              t.end_s, t.bytes});
@@ -788,6 +854,10 @@ class Evaluation {
   void finish_copy(uint32_t x, double now) {
     const Transfer& t = xfers_[x];
     const DeviceId d = static_cast<DeviceId>(t.next);
+    if (g_.shared[d]) [[unlikely]] {
+      settle(d, now);
+      record_shared_end(t.queue, now);
+    }
     w_.slot_busy[t.queue] = 0;
     clear_leaf(t.queue);
     ++devs_[d].free_slots;

@@ -89,6 +89,8 @@ TEST(MachineYaml, ParsesPlainNumbersAndHumanUnits) {
   EXPECT_DOUBLE_EQ(c.memory_bandwidth_Bps, 10e9);
   EXPECT_EQ(c.memory_bytes, int64_t{8} << 30);
   EXPECT_EQ(c.streams, 2);
+  EXPECT_EQ(c.full_speed_ops, 1);  // the default: ops in flight share the device
+  EXPECT_EQ(c.parallel_capacity(), 1);
   EXPECT_DOUBLE_EQ(c.launch_overhead_s, 3e-6);
   const Device& g = m.devices[1];
   EXPECT_EQ(g.kind, DeviceKind::kGpu);
@@ -162,6 +164,12 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(8, "    streams: two"), "t.yaml:8: devices[0].streams = two: must be an integer in 1..256"},
       {with_line(8, "    streams: 2.5"), "t.yaml:8: devices[0].streams = 2.5: must be an integer in 1..256"},
       {with_line(8, "    streams: 0"), "t.yaml:8: devices[0].streams = 0: must be an integer in 1..256"},
+      {with_line(8, "    streams: 2\n    full_speed_ops: 3"),
+       "t.yaml:9: devices[0].full_speed_ops = 3: must be an integer in 1..streams (2)"},
+      {with_line(8, "    streams: 2\n    full_speed_ops: 0"),
+       "t.yaml:9: devices[0].full_speed_ops = 0: must be an integer in 1..streams (2)"},
+      {with_line(8, "    streams: 2\n    full_speed_ops: all"),
+       "t.yaml:9: devices[0].full_speed_ops = all: must be an integer in 1..streams (2)"},
       {with_line(8, "    streams: [1, 2]"),
        "t.yaml:8: devices[0].streams = <a sequence>: must be an integer in 1..256"},
       {with_line(12, "    peak_flops: 4.37 TB/s"),
@@ -183,7 +191,8 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {with_line(1, "name: [a, b]"), "t.yaml:1: name = <a sequence>: must be a string"},
       {"name: toy\ndevices:\n  - just a string\n",
        "t.yaml:3: devices[0] = just a string: must be a mapping with keys name, kind, model, peak_flops, "
-       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, dispatch_s, copy_engine, efficiency"},
+       "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, full_speed_ops, dispatch_s, copy_engine, "
+            "efficiency"},
       {with_line(9, "    launch_overhead_s: 3 us\n    copy_engine: no"),
        "t.yaml:10: devices[0].copy_engine = no: must be true or false"},
       {with_line(17, "switches: rc:0"), "t.yaml:17: switches = rc:0: must be a sequence of names"},
@@ -202,7 +211,8 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
 TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
   EXPECT_EQ(load_error(with_line(5, "    peek_flops: 1e11")),
             "t.yaml:5: devices[0].peek_flops: unknown key; expected one of name, kind, model, peak_flops, "
-            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, dispatch_s, copy_engine, efficiency");
+            "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, full_speed_ops, dispatch_s, copy_engine, "
+            "efficiency");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
             "t.yaml:1: nam: unknown key; expected one of name, description, devices, switches, links, cluster");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),

@@ -104,6 +104,7 @@ TEST(CpuCalibration, MeasuresDevicesAndCopiesAndDerivesALoadableMachine) {
     EXPECT_GT(dev.launch_overhead_s, 0);
     EXPECT_LT(dev.launch_overhead_s, 1e-3);
     EXPECT_FALSE(dev.copy_engine);  // the executor's destination worker does the memcpy
+    EXPECT_EQ(dev.full_speed_ops, dev.streams);  // and runs each op on a core of its own
     const DeviceCalibration& dc = r.calibration.devices[d];
     EXPECT_EQ(dc.device, dev.name);
     EXPECT_EQ(dc.cores, o.device_cores[d]);
@@ -124,7 +125,10 @@ TEST(CpuCalibration, MeasuresDevicesAndCopiesAndDerivesALoadableMachine) {
   std::filesystem::remove(path);
   EXPECT_EQ(cm.machine.name, "localhost");
   EXPECT_EQ(device_cores(cm), o.device_cores);
-  for (const Device& dev : cm.machine.devices) EXPECT_FALSE(dev.copy_engine);
+  for (const Device& dev : cm.machine.devices) {
+    EXPECT_FALSE(dev.copy_engine);
+    EXPECT_EQ(dev.full_speed_ops, dev.streams);  // written and read back
+  }
   CalibratedCostModel cost(cm.machine, cm.calibration);
   CostLookup l = cost.lookup(extra, 0);
   EXPECT_EQ(l.source, CostSource::kMeasured);

@@ -75,7 +75,7 @@ TEST(CriticalPath, NamesTheCopyHoldingTheLink) {
   t.bytes = 1000;
   g.add_edge(a, c, t);
   g.add_edge(b, c, t);
-  const Traced tr = trace(g, testing::mesh_machine(2, /*streams=*/2), Placement{0, 0, 1});
+  const Traced tr = trace(g, testing::with_full_speed(testing::mesh_machine(2, /*streams=*/2), 2), Placement{0, 0, 1});
   EXPECT_EQ(links(tr), (decltype(links(tr)){{kOp, a, W::kStart}, {kCopy, a, W::kInput}, {kCopy, b, W::kLink}, {kOp, c, W::kInput}}));
   EXPECT_DOUBLE_EQ(tr.path[2].waited_s, 2);
 }

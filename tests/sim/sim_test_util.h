@@ -75,6 +75,14 @@ inline Machine mesh_machine(int gpus, int streams = 1, int64_t memory_bytes = in
   return m;
 }
 
+// `m` with every device running `full_speed` ops at full speed at once (Device::full_speed_ops):
+// its streams are independent slots when full_speed equals them, shared otherwise.
+inline Machine with_full_speed(Machine m, int full_speed) {
+  for (Device& d : m.devices) d.full_speed_ops = full_speed;
+  m.finalize();
+  return m;
+}
+
 // cpu:0 + gpu:0..3 where every device hangs off one switch (sw) with its own 1000 B/s, 1 s link:
 // a transfer takes two hops (device→sw, sw→device), latency 2 s.
 inline Machine switch_machine() {

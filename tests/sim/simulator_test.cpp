@@ -188,7 +188,7 @@ TEST(Simulator, ADeviceWithoutCopyEngineRunsItsCopiesOnItsOwnSlot) {
 
   // A copy ready before a waiting op goes first; copies do not serialize on the link: two
   // producers on gpu:0 send to gpu:1, which has two slots, and both copies run at once.
-  Machine m2 = mesh_machine(2, 2);
+  Machine m2 = testing::with_full_speed(mesh_machine(2, 2), 2);  // independent slots, as the executor's cores
   for (Device& d : m2.devices) d.copy_engine = false;
   FixedCostModel cost2(m2);
   OpGraph g2;
@@ -274,7 +274,7 @@ TEST(Simulator, OneSendPerProducerAndDestinationDevice) {
 }
 
 TEST(Simulator, TwoStreamsRunTwoOpsAtOnce) {
-  Machine m = mesh_machine(1, /*streams=*/2);
+  Machine m = testing::with_full_speed(mesh_machine(1, /*streams=*/2), 2);
   FixedCostModel cost(m);
   OpGraph g;
   add(g, "a", 2);
@@ -288,6 +288,115 @@ TEST(Simulator, TwoStreamsRunTwoOpsAtOnce) {
   EXPECT_EQ(op_event(r, 2).stream, 0);
   EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 2);
   EXPECT_DOUBLE_EQ(r.devices[0].busy_s, 6);
+}
+
+// Shared devices (streams > full_speed_ops): ops in flight split the device, each at
+// full_speed / in-flight of its speed while they outnumber full_speed (docs/simulator.md, "Compute").
+TEST(Simulator, SharedStreamsSplitTheDeviceBetweenOpsInFlight) {
+  Machine m = mesh_machine(1, /*streams=*/2);  // full_speed_ops = 1
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 2);
+  add(g, "b", 3);
+  // Both start at 0 at half speed: a's 2 s of work are done at 4, when b has 1 s left, which it
+  // does alone at full speed: [0, 5]. The step is the device's whole work.
+  SimResult r = run(g, cost, {0, 0});
+  EXPECT_DOUBLE_EQ(op_event(r, 0).start_s, 0);
+  EXPECT_DOUBLE_EQ(op_event(r, 0).end_s, 4);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).start_s, 0);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).end_s, 5);
+  EXPECT_EQ(op_event(r, 1).stream, 1);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 5);
+  EXPECT_DOUBLE_EQ(r.devices[0].busy_s, 5);  // work, not elapsed time
+}
+
+TEST(Simulator, OpsUpToFullSpeedRunAtFullSpeedOnASharedDevice) {
+  Machine m = testing::with_full_speed(mesh_machine(1, /*streams=*/3), 2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 1);
+  add(g, "b", 2);
+  add(g, "c", 3);
+  // Three in flight on two ops' worth of speed: each at 2/3. a's 1 s is done at 1.5 (b has 1 s
+  // left, c 2 s); then two in flight run at full speed: b ends at 2.5, c at 3.5.
+  SimResult r = run(g, cost, {0, 0, 0});
+  EXPECT_DOUBLE_EQ(op_event(r, 0).end_s, 1.5);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).end_s, 2.5);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).end_s, 3.5);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 3.5);
+}
+
+TEST(Simulator, AnOpStartingOnASharedDeviceSlowsTheOnesInFlight) {
+  Machine m = mesh_machine(2, /*streams=*/2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 4);  // 0, gpu:0 from 0
+  add(g, "p", 1);  // 1, gpu:1 [0, 1]
+  add(g, "b", 2);  // 2, gpu:0 after p
+  g.add_edge(1, 2, control());
+  // a alone for 1 s (3 s left); from 1 a and b at half speed: b's 2 s take 4, to 5, when a has
+  // 1 s left; a alone again ends at 6.
+  SimResult r = run(g, cost, {0, 1, 0});
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 1);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).end_s, 5);
+  EXPECT_DOUBLE_EQ(op_event(r, 0).end_s, 6);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 6);
+}
+
+TEST(Simulator, OpsEndingTogetherOnASharedDeviceEndInIdOrderAtOneInstant) {
+  Machine m = mesh_machine(1, /*streams=*/2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "a", 2);
+  add(g, "b", 2);
+  add(g, "c", 1);  // after a and b
+  g.add_edge(0, 2, data(8));
+  g.add_edge(1, 2, data(8));
+  // a and b at half speed both end at 4; c alone [4, 5].
+  SimResult r = run(g, cost, {0, 0, 0});
+  EXPECT_DOUBLE_EQ(op_event(r, 0).end_s, 4);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).end_s, 4);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 4);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 5);
+}
+
+TEST(Simulator, ACopyRunByASharedDeviceSharesItWithItsOps) {
+  Machine m = mesh_machine(2, /*streams=*/2);
+  for (Device& d : m.devices) d.copy_engine = false;
+  m.finalize();
+  FixedCostModel cost(m);
+  OpGraph g;
+  add(g, "p", 1);  // 0, gpu:0 [0, 1]
+  add(g, "q", 4);  // 1, gpu:1 from 0
+  add(g, "c", 1);  // 2, gpu:1, reads p's 1000 bytes
+  g.add_edge(0, 2, data(1000));
+  // q alone until 1 (3 s left). The copy (1 s latency + 1000 B at 1000 B/s = 2 s of work) runs
+  // on gpu:1's free slot beside q, both at half speed: it ends at 5, when q has 1 s left. c then
+  // shares with q: both have 1 s and end at 7.
+  SimResult r = run(g, cost, {0, 1, 1});
+  const TimelineEvent* copy = nullptr;
+  for (const TimelineEvent& e : r.timeline)
+    if (e.kind == TimelineEvent::Kind::kTransfer) copy = &e;
+  ASSERT_NE(copy, nullptr);
+  EXPECT_DOUBLE_EQ(copy->start_s, 1);
+  EXPECT_DOUBLE_EQ(copy->end_s, 5);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).start_s, 5);
+  EXPECT_DOUBLE_EQ(op_event(r, 2).end_s, 7);
+  EXPECT_DOUBLE_EQ(op_event(r, 1).end_s, 7);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 7);
+}
+
+TEST(Simulator, TheWorkBoundCountsASharedDeviceAsItsFullSpeedOps) {
+  Machine m = testing::with_full_speed(mesh_machine(2, /*streams=*/4), 2);
+  FixedCostModel cost(m);
+  OpGraph g;
+  for (int i = 0; i < 8; ++i) add(g, "op" + std::to_string(i), 1);
+  Simulator sim(g, cost);
+  const StepLowerBound bound = step_lower_bound(g, sim);
+  EXPECT_EQ(bound.slots, 4);  // 2 devices × 2 full-speed ops, not × 4 streams
+  EXPECT_DOUBLE_EQ(bound.work_s, 2);
+  // All eight on gpu:0 (4 streams, 2 at full speed): 8 s of work at 2 ops' speed.
+  EXPECT_DOUBLE_EQ(sim.simulate(Placement(8, 0)).step_time_s, 4);
 }
 
 TEST(Simulator, EarliestReadyRunsFirstEvenWithALargerId) {

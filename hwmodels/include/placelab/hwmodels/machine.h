@@ -53,7 +53,15 @@ struct Device {
   double peak_flops_per_s = 0;        // peak FP32 FLOP/s (the file key is peak_flops)
   double memory_bandwidth_Bps = 0;     // device memory bandwidth, bytes/s
   int64_t memory_bytes = 0;            // usable memory capacity
-  int streams = 1;                     // compute slots that run ops concurrently
+  int streams = 1;                     // compute slots: how many ops may be in flight at once
+  // How many ops run at full speed together; more in flight share the device, each at
+  // full_speed_ops / in-flight of its speed (docs/simulator.md, "Compute"). 1 where an op's time
+  // is the whole device's (a GPU kernel, a TensorFlow op spread over a socket's intra-op pool);
+  // `streams` where each op runs on a core of its own (placelab's CPU executor).
+  int full_speed_ops = 1;
+  // The ops this device runs at once at full speed: the processors a schedule or a bound may
+  // count it as.
+  int parallel_capacity() const { return streams < full_speed_ops ? streams : full_speed_ops; }
   double launch_overhead_s = 0;        // fixed cost added to every op run here
   // CPUs: seconds an eager framework's host thread on this CPU spends issuing one op (PyTorch:
   // Python, the dispatcher, autograd's bookkeeping and the launch call); the simulator's eager

@@ -19,8 +19,8 @@ struct StepLowerBound {
   // The longest path through the graph with every op at its fastest allowed device (as the
   // simulator prices it, launch overhead included) and every transfer free.
   double critical_path_s = 0;
-  // Σ over ops of that fastest time, over the compute slots (Device::streams) of the devices ops
-  // can run on: the devices can at best share the work perfectly.
+  // Σ over ops of that fastest time, over the ops the devices they can run on run at full speed
+  // at once (Device::parallel_capacity): the devices can at best share the work perfectly.
   double work_s = 0;
   int slots = 0;
   // Necessary for any placement to fit: the ops' persistent bytes (variables, optimizer slots) fit
