@@ -34,6 +34,9 @@ struct Event {
 // below the NaN pattern). Empty leaves of the event tree hold it.
 inline constexpr unsigned __int128 kNoEvent = ~static_cast<unsigned __int128>(0);
 
+// "None" for transfer indices, queue heads and slots held in uint32_t.
+inline constexpr uint32_t kNoTransfer = ~uint32_t{0};
+
 // Event kinds in processing order at one instant.
 constexpr uint64_t kOpFinish = 0;
 constexpr uint64_t kTransfer = 1;

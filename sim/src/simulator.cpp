@@ -18,6 +18,7 @@
 #include "placelab/core/workers.h"
 #include "placelab/graph/transfers.h"
 #include "placelab/sim/dataflow_schedule.h"
+#include "deciding_state.h"
 #include "event_state.h"
 #include "flat_graph.h"
 
@@ -110,32 +111,9 @@ using sim_detail::kNoEvent;
 using sim_detail::kOpFinish;
 using sim_detail::kTransfer;
 
-constexpr uint32_t kNoTransfer = std::numeric_limits<uint32_t>::max();
+using sim_detail::kNoTransfer;
+using sim_detail::Deciding;
 constexpr DeviceId kUndecided = std::numeric_limits<DeviceId>::max();
-
-// What a step that chooses its devices as it runs (simulate_deciding) keeps besides the event
-// loop's state: the decider, per-device ready lists (their sizes are unknown until the end, so
-// not segments of one array), and the plan the estimates read.
-struct Deciding {
-  DataflowDecider* decider = nullptr;
-  const DataflowRun* hint = nullptr;
-  std::vector<std::vector<ReadyOp>> ready;  // per device: its ready queue
-  std::vector<uint32_t> ready_head;         // per device: the queue's first entry
-  std::vector<double> planned_end_s;        // per op: its planned end, then its real one once started
-  // Per compute slot: the intervals the plan books on it, sorted and disjoint. A decided op goes
-  // into the earliest gap after its inputs that is long enough (HEFT's insertion policy): the ops
-  // decided on a device need not run in the order they were decided, and one decided long before
-  // its inputs arrive must not make the device look busy until then.
-  // With a hint, the plan starts with every op where and when the hint ran it, and an op's booking
-  // moves when it is decided: so a device the hint keeps busy looks busy.
-  std::vector<std::vector<std::pair<double, double>>> plan;
-  std::vector<uint32_t> hinted_slot;        // per op: the slot holding its hint booking; kNoTransfer: none
-  std::vector<uint8_t> done;                // per op: finished
-  std::vector<uint8_t> asked;               // per op: in the current batch
-  std::vector<OpId> batch;
-  uint32_t finishing = kNoTransfer;         // the op whose finish asks; kNoTransfer at time 0
-  double now = 0;
-};
 
 // One evaluation: binds the flat graph, the workspace and the result for the event loop.
 // kRecord (SimOptions::record_timeline) is a template parameter so that the hot path carries no
@@ -375,21 +353,9 @@ class Evaluation {
     const double duration = g_.op_time(op, d);
     est.start_s = std::numeric_limits<double>::infinity();
     for (uint32_t s = g_.slot_off[d]; s < plan_end(d); ++s)
-      est.start_s = std::min(est.start_s, earliest_gap(x.plan[s], est.ready_s, duration));
+      est.start_s = std::min(est.start_s, sim_detail::earliest_gap(x.plan[s], est.ready_s, duration));
     est.end_s = est.start_s + duration;
     return est;
-  }
-
-  // The earliest t >= ready with [t, t + duration) free among `booked` (sorted, disjoint).
-  static double earliest_gap(const std::vector<std::pair<double, double>>& booked, double ready, double duration) {
-    auto it = std::upper_bound(booked.begin(), booked.end(), ready,
-                               [](double t, const std::pair<double, double>& b) { return t < b.second; });
-    double t = ready;
-    for (; it != booked.end(); ++it) {
-      if (it->first - t >= duration) return t;
-      t = std::max(t, it->second);
-    }
-    return t;
   }
 
   // DataflowStep::decide.
@@ -402,7 +368,7 @@ class Evaluation {
     Deciding& x = *deciding_;
     const double duration = est.end_s - est.start_s;
     for (uint32_t s = g_.slot_off[d]; s < plan_end(d); ++s) {
-      if (earliest_gap(x.plan[s], est.ready_s, duration) != est.start_s) continue;
+      if (sim_detail::earliest_gap(x.plan[s], est.ready_s, duration) != est.start_s) continue;
       auto& booked = x.plan[s];
       const std::pair<double, double> interval{est.start_s, est.end_s};
       booked.insert(std::upper_bound(booked.begin(), booked.end(), interval), interval);
