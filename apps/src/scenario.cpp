@@ -21,6 +21,7 @@
 #include "placelab/core/files.h"
 #include "placelab/core/keys.h"
 #include "placelab/core/numbers.h"
+#include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/profiler/cpu_executor.h"
 
@@ -433,7 +434,13 @@ std::string scenario_fingerprint(const Scenario& s) {
   j["model"] = s.model;
   j["graph"] = s.graph.empty() ? "" : file_fingerprint(s.graph);
   j["machine"] = s.machine;
-  if (std::filesystem::is_regular_file(s.machine)) j["machine_file"] = file_fingerprint(s.machine);
+  if (std::filesystem::is_regular_file(s.machine)) {
+    j["machine_file"] = file_fingerprint(s.machine);
+  } else if (const std::vector<std::string> presets = preset_names();
+             std::find(presets.begin(), presets.end(), s.machine) != presets.end()) {
+    // A preset's figures change with the code: a run on last version's k80x4 is not this one's.
+    j["machine_preset"] = fnv1a_hex(std::string(preset_yaml(s.machine)));
+  }
   j["devices"] = s.devices;
   j["grouping"] = s.grouping;
   j["groups"] = s.metis_groups;

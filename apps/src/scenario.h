@@ -97,7 +97,7 @@ std::vector<Scenario> read_sweep(const std::vector<std::filesystem::path>& files
 
 // Fingerprints (16 hex digits: FNV-1a 64 of a canonical JSON) of what determines results, so that
 // --resume and sweep reuse only results of this scenario as it is now. The scenario's: its model
-// spec or graph file's content, machine (a file's content too), devices, grouping, groups, samples,
+// spec or graph file's content, machine (a file's or a preset's content too), devices, grouping, groups, samples,
 // batch and verify settings — not its name, description, paper figures, output or checkpoint
 // interval. A run's adds a learner's name, its options as set and the seed; a summary's, the
 // learners, baselines and seeds.
