@@ -579,6 +579,9 @@ json ScenarioRunner::summary() const {
   summary["machine"] = machine.name;
   summary["cost_model"] = ms_->cost->describe();
   summary["devices"] = s_.devices;
+  json learner_devices = json::array();  // the learners' action space, by name
+  for (DeviceId d : space_.devices) learner_devices.push_back(machine.devices[d].name);
+  summary["learner_devices"] = std::move(learner_devices);
   summary["samples"] = s_.samples;
   summary["batch"] = s_.batch;
   summary["seeds"] = seeds_;
