@@ -93,14 +93,15 @@ void print_machine(const Machine& m, bool all_routes, const std::string& argumen
                m.num_devices() * (m.num_devices() - 1), argument);
     return;
   }
-  fmt::print("\nroutes (bottleneck bandwidth, latency):\n");
+  fmt::print("\nroutes (bottleneck bandwidth, latency{}):\n",
+             m.route_figures.empty() ? "" : "; * the machine's measured figure of the whole route");
   for (DeviceId s = 0; s < m.num_devices(); ++s)
     for (DeviceId t = 0; t < m.num_devices(); ++t) {
       if (s == t) continue;
       const Route& r = m.route(s, t);
-      fmt::print("  {:>8} -> {:<8} {:>10} {:>9}  {} hop{}\n", m.devices[s].name, m.devices[t].name,
+      fmt::print("  {:>8} -> {:<8} {:>10} {:>9}  {} hop{}{}\n", m.devices[s].name, m.devices[t].name,
                  format_rate(r.bandwidth_Bps), format_seconds(r.latency_s), r.hops.size(),
-                 r.hops.size() == 1 ? "" : "s");
+                 r.hops.size() == 1 ? "" : "s", m.has_route_figure(s, t) ? "  *" : "");
     }
 }
 
@@ -177,6 +178,19 @@ std::vector<NodeView> cluster_nodes(const Machine& m) {
     for (const Link* l : n.network)
       n.layout += fmt::format("net|{}|{}|{}|{};", l->bandwidth_Bps, l->latency_s, l->reverse_bandwidth_Bps.value_or(-1),
                               l->reverse_latency_s.value_or(-1));
+  }
+  // Route figures, to the node of their first source (a composed node's figures name its devices only).
+  for (const RouteFigure& f : m.route_figures) {
+    if (f.from.empty()) continue;
+    NodeView* n = node_at(f.from.front());
+    if (n == nullptr) continue;
+    const std::size_t strip = n->name.size() + 1;
+    std::string text = "figure|";
+    for (const auto* names : {&f.from, &f.to}) {
+      for (const std::string& d : *names) text.append(d.substr(std::min(strip, d.size()))).append(",");
+      text.append("|");
+    }
+    n->layout += fmt::format("{}{}|{};", text, f.bandwidth_Bps.value_or(-1), f.latency_s.value_or(-1));
   }
   return nodes;
 }

@@ -123,7 +123,10 @@ void settings_section(std::ostream& md, json& s) {
     md << ", " << (fewest_groups == most_groups ? std::to_string(most_groups)
                                                 : std::to_string(fewest_groups) + "–" + std::to_string(most_groups))
        << " groups";
-  md << "; learners place on " << s["devices"].get<std::string>() << " devices |\n";
+  md << "; learners place on " << s["devices"].get<std::string>() << " devices";
+  if (const auto names = s.value("learner_devices", std::vector<std::string>{}); !names.empty())
+    md << " (" << names.size() << ": " << join_names(names) << ")";
+  md << " |\n";
   md << "| budget | ";
   if (const auto skipped = s.value("skipped_learners", std::vector<std::string>{}); !skipped.empty()) {
     md << "baselines only (`placelab run --baselines-only`): the scenario's learners (" << join_names(skipped)

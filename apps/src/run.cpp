@@ -301,9 +301,7 @@ ScenarioRunner::ScenarioRunner(const Scenario& s, const RunOptions& opt, std::ve
     throw InputError(s.file.string() + ": module_depth: only with `grouping: module` (the graph names no module)");
   sample_env_ = opt.sample_environment ? opt.sample_environment(sim_) : std::make_unique<SimEnvironment>(sim_, 1);
   verify_env_ = opt.verify_environment ? opt.verify_environment() : make_verify_environment(s, src_.graph, *ms_);
-  for (std::size_t d = 0; d < machine.num_devices(); ++d)
-    if (s.devices == "all" || machine.devices[d].kind == DeviceKind::kGpu) space_.devices.push_back(static_cast<DeviceId>(d));
-  if (space_.devices.empty()) throw InputError(s.file.string() + ": devices = gpus but machine " + machine.name + " has no GPU");
+  space_.devices = learner_devices(s, machine);
   if (opt.progress)
     fmt::print(stderr, "{}: {} ({} ops) on {} [{}], {} seed{}, {} samples per learner\n", s.name, src_.label,
                src_.graph.num_ops(), machine.name, ms_->cost->describe(), seeds_.size(), seeds_.size() == 1 ? "" : "s",
@@ -581,6 +579,9 @@ json ScenarioRunner::summary() const {
   summary["machine"] = machine.name;
   summary["cost_model"] = ms_->cost->describe();
   summary["devices"] = s_.devices;
+  json learner_devices = json::array();  // the learners' action space, by name
+  for (DeviceId d : space_.devices) learner_devices.push_back(machine.devices[d].name);
+  summary["learner_devices"] = std::move(learner_devices);
   summary["samples"] = s_.samples;
   summary["batch"] = s_.batch;
   summary["seeds"] = seeds_;

@@ -21,6 +21,7 @@
 #include "placelab/core/files.h"
 #include "placelab/core/keys.h"
 #include "placelab/core/numbers.h"
+#include "placelab/hwmodels/machine_io.h"
 #include "placelab/learners/grouping.h"
 #include "placelab/profiler/cpu_executor.h"
 
@@ -346,7 +347,7 @@ void read_top_level_key(const Reader& r, const std::filesystem::path& path, cons
     std::string m = r.string(key, v);
     bool looks_like_file = m.find('/') != std::string::npos || m.ends_with(".yaml") || m.ends_with(".yml");
     s.machine = looks_like_file ? resolve_relative(path, m).string() : m;
-  } else if (key == "devices") s.devices = r.choice(key, v, {"all", "gpus"});
+  } else if (key == "devices") s.devices = r.choice(key, v, std::span<const std::string_view>(kDeviceLists));
   else if (key == "grouping") s.grouping = r.choice(key, v, grouping_names());
   else if (key == "groups") s.metis_groups = static_cast<int>(r.at_most(key, v, kMaxGroupCount));
   else if (key == "op_level") s.op_level = r.scalar<bool>(key, v, "true or false");
@@ -427,13 +428,35 @@ nlohmann::json options_json(const OptionValues& values) {
 
 }  // namespace
 
+std::vector<DeviceId> learner_devices(const Scenario& s, const Machine& machine) {
+  std::vector<DeviceId> out;
+  const std::optional<DeviceId> host = machine.default_cpu();
+  if (s.devices == "tensorflow" && !host)
+    throw InputError(s.file.string() + ": devices = tensorflow but machine " + machine.name +
+                     " has no CPU (TensorFlow's device list is the host's CPU and the GPUs)");
+  for (std::size_t i = 0; i < machine.num_devices(); ++i) {
+    const auto d = static_cast<DeviceId>(i);
+    const bool gpu = machine.devices[i].kind == DeviceKind::kGpu;
+    if (s.devices == "all" || gpu || (s.devices == "tensorflow" && d == *host)) out.push_back(d);
+  }
+  if (out.empty())
+    throw InputError(s.file.string() + ": devices = " + s.devices + " but machine " + machine.name + " has no GPU");
+  return out;
+}
+
 std::string scenario_fingerprint(const Scenario& s) {
   nlohmann::json j;
   j["format"] = "placelab-fingerprint-1";
   j["model"] = s.model;
   j["graph"] = s.graph.empty() ? "" : file_fingerprint(s.graph);
   j["machine"] = s.machine;
-  if (std::filesystem::is_regular_file(s.machine)) j["machine_file"] = file_fingerprint(s.machine);
+  if (std::filesystem::is_regular_file(s.machine)) {
+    j["machine_file"] = file_fingerprint(s.machine);
+  } else if (const std::vector<std::string> presets = preset_names();
+             std::find(presets.begin(), presets.end(), s.machine) != presets.end()) {
+    // A preset's figures change with the code: a run on last version's k80x4 is not this one's.
+    j["machine_preset"] = fnv1a_hex(std::string(preset_yaml(s.machine)));
+  }
   j["devices"] = s.devices;
   j["grouping"] = s.grouping;
   j["groups"] = s.metis_groups;

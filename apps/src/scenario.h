@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "placelab/hwmodels/machine.h"
 #include "placelab/learners/registry.h"
 
 namespace placelab::cli {
@@ -25,6 +26,10 @@ inline constexpr int64_t kMaxSeeds = 1000;
 inline constexpr int64_t kMaxSamples = 100'000'000;
 inline constexpr int64_t kMaxBatch = 10'000;  // a batch is evaluated whole: a stop waits for it
 inline constexpr int64_t kMaxVerifyRounds = 100;  // `verify.rounds`, `verify --rounds`: interleaved rounds
+
+// The values of a scenario's `devices:`, the device lists its learners may place on
+// (learner_devices).
+inline constexpr std::string_view kDeviceLists[] = {"all", "gpus", "tensorflow"};
 
 // One entry of `learners:`: a registry learner (learners/registry.h) and the options the scenario
 // set, already validated; every other option keeps the paper's default.
@@ -60,7 +65,7 @@ struct Scenario {
   std::string model;                // zoo spec, or empty when `graph` is set
   std::filesystem::path graph;      // graph JSON file, or empty when `model` is set
   std::string machine = "k80x4";    // preset, machine YAML or calibrated machine file
-  std::string devices = "all";      // which devices learners may use: all | gpus
+  std::string devices = "all";      // which devices learners may use: one of kDeviceLists
   // One of grouping_names() (learners/grouping.h); empty: default_grouping(graph), decided when the
   // graph is loaded ("module" for a PyTorch graph, else "colocation").
   std::string grouping;
@@ -89,6 +94,14 @@ struct Scenario {
 
 // Parses and validates a scenario file. Throws InputError "file:line: key = value: rule".
 Scenario read_scenario(const std::filesystem::path& path);
+
+// The devices the scenario's learners place on (its action space), in machine order, by its
+// `devices`: "all" every device; "gpus" the GPUs; "tensorflow" the device list TensorFlow 1.x
+// gives a placer — one CPU device for the whole host (`/cpu:0`) plus the GPUs — where the host's
+// device is the machine's first CPU (Machine::default_cpu: where cpu_only ops run, as TensorFlow
+// runs them on that same `/cpu:0`) and any other CPU is left out (docs/scenarios.md). Throws
+// InputError naming the scenario file when the list would be empty or `tensorflow` finds no CPU.
+std::vector<DeviceId> learner_devices(const Scenario& s, const Machine& machine);
 // A sweep's scenarios, all read and validated before anything runs (`placelab sweep`, its MPI
 // form and placelab.sweep): each file once, no two scenarios of one name or output folder (a
 // name is the sweep's log file, the output its results), and the sweep's name a plain name
@@ -97,7 +110,7 @@ std::vector<Scenario> read_sweep(const std::vector<std::filesystem::path>& files
 
 // Fingerprints (16 hex digits: FNV-1a 64 of a canonical JSON) of what determines results, so that
 // --resume and sweep reuse only results of this scenario as it is now. The scenario's: its model
-// spec or graph file's content, machine (a file's content too), devices, grouping, groups, samples,
+// spec or graph file's content, machine (a file's or a preset's content too), devices, grouping, groups, samples,
 // batch and verify settings — not its name, description, paper figures, output or checkpoint
 // interval. A run's adds a learner's name, its options as set and the seed; a summary's, the
 // learners, baselines and seeds.

@@ -763,6 +763,18 @@ std::string machine_yaml(const Machine& m, bool as_block) {
     if (l.reverse_bandwidth_Bps) o << in << "    reverse_bandwidth_Bps: " << num(*l.reverse_bandwidth_Bps) << "\n";
     if (l.reverse_latency_s) o << in << "    reverse_latency_s: " << num(*l.reverse_latency_s) << "\n";
   }
+  if (!m.route_figures.empty()) o << in << "route_figures:\n";
+  for (const RouteFigure& f : m.route_figures) {
+    auto names = [&](const std::vector<std::string>& list) {
+      std::string out = "[";
+      for (std::size_t i = 0; i < list.size(); ++i) out.append(i ? ", " : "").append(yaml_quoted(list[i]));
+      return out.append("]");
+    };
+    o << in << "  - from: " << names(f.from) << "\n";
+    o << in << "    to: " << names(f.to) << "\n";
+    if (f.bandwidth_Bps) o << in << "    bandwidth_Bps: " << num(*f.bandwidth_Bps) << "\n";
+    if (f.latency_s) o << in << "    latency_s: " << num(*f.latency_s) << "\n";
+  }
   return o.str();
 }
 

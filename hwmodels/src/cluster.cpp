@@ -113,6 +113,12 @@ Machine compose_cluster(std::string name, std::span<const ClusterNode> nodes, co
       copy.b = cluster_device_name(node.name, l.b);
       m.links.push_back(std::move(copy));
     }
+    for (const RouteFigure& f : local.route_figures) {  // the node's measured paths, in each copy of it
+      RouteFigure copy = f;
+      for (std::vector<std::string>* list : {&copy.from, &copy.to})
+        for (std::string& n : *list) n = cluster_device_name(node.name, n);
+      m.route_figures.push_back(std::move(copy));
+    }
 
     // The NICs: as listed, or one on every device.
     std::vector<std::vector<std::string>> attach = net.nics;

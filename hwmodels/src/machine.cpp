@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "placelab/core/error.h"
@@ -74,11 +75,74 @@ Route Machine::route(DeviceId src, DeviceId dst) const {
     r.latency_s += direction_latency_s_[d];
     r.bandwidth_Bps = std::min(r.bandwidth_Bps, direction_bandwidth_Bps_[d]);
   }
+  if (const PairFigure* f = pair_figure(i)) {
+    if (!std::isnan(f->latency_s)) r.latency_s = f->latency_s;
+    if (!std::isnan(f->bandwidth_Bps)) r.bandwidth_Bps = f->bandwidth_Bps;
+  }
   return r;
+}
+
+bool Machine::has_route_figure(DeviceId src, DeviceId dst) const {
+  PLACELAB_CHECK(src < devices.size() && dst < devices.size()) << src << " -> " << dst;
+  return pair_figure(static_cast<std::size_t>(src) * devices.size() + dst) != nullptr;
+}
+
+const Machine::PairFigure* Machine::pair_figure(std::size_t pair) const {
+  if (pair_figures_.empty()) return nullptr;
+  auto it = std::lower_bound(pair_figures_.begin(), pair_figures_.end(), pair,
+                             [](const PairFigure& f, std::size_t p) { return f.pair < p; });
+  return it != pair_figures_.end() && it->pair == pair ? &*it : nullptr;
+}
+
+void Machine::apply_route_figures() {
+  pair_figures_.clear();
+  if (route_figures.empty()) return;
+  std::unordered_map<std::string_view, DeviceId> device_of;
+  for (std::size_t d = 0; d < devices.size(); ++d) device_of.emplace(devices[d].name, static_cast<DeviceId>(d));
+  std::unordered_map<std::size_t, std::size_t> entry_of_pair;  // which entry named a pair first
+  for (std::size_t i = 0; i < route_figures.size(); ++i) {
+    const RouteFigure& f = route_figures[i];
+    const std::string where = "route_figures[" + std::to_string(i) + "]";
+    auto ids = [&](const std::vector<std::string>& names, const char* key) {
+      if (names.empty()) throw MachineError(where + "." + key, "", "must name at least one device");
+      std::vector<DeviceId> out;
+      for (std::size_t k = 0; k < names.size(); ++k) {
+        auto it = device_of.find(names[k]);
+        if (it == device_of.end())
+          throw MachineError(where + "." + key + "[" + std::to_string(k) + "]", names[k], "not a device name");
+        out.push_back(it->second);
+      }
+      return out;
+    };
+    const std::vector<DeviceId> from = ids(f.from, "from"), to = ids(f.to, "to");
+    if (!f.bandwidth_Bps && !f.latency_s)
+      throw MachineError(where, "", "must give bandwidth_Bps, latency_s or both");
+    if (f.bandwidth_Bps && !(std::isfinite(*f.bandwidth_Bps) && *f.bandwidth_Bps > 0))
+      throw MachineError(where + ".bandwidth_Bps", format_6g(*f.bandwidth_Bps), "must be a finite number > 0");
+    if (f.latency_s && !(std::isfinite(*f.latency_s) && *f.latency_s >= 0))
+      throw MachineError(where + ".latency_s", format_6g(*f.latency_s), "must be a finite number >= 0");
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::size_t pairs = 0;
+    for (DeviceId s : from)
+      for (DeviceId t : to) {
+        if (s == t) continue;
+        const std::size_t pair = static_cast<std::size_t>(s) * devices.size() + t;
+        if (auto [it, added] = entry_of_pair.try_emplace(pair, i); !added)
+          throw MachineError(where, devices[s].name + " -> " + devices[t].name,
+                             it->second == i ? "names this pair twice"
+                                             : "already given by route_figures[" + std::to_string(it->second) + "]");
+        pair_figures_.push_back({pair, f.latency_s.value_or(nan), f.bandwidth_Bps.value_or(nan)});
+        ++pairs;
+      }
+    if (pairs == 0) throw MachineError(where, "", "names no pair of two different devices");
+  }
+  std::sort(pair_figures_.begin(), pair_figures_.end(),
+            [](const PairFigure& a, const PairFigure& b) { return a.pair < b.pair; });
 }
 
 void Machine::finalize() {
   routes_ = {};
+  pair_figures_.clear();
   if (devices.empty()) throw MachineError("devices", "", "must list at least one device");
   if (devices.size() > std::numeric_limits<DeviceId>::max())
     throw MachineError("devices", std::to_string(devices.size()) + " entries", "too many devices");
@@ -139,6 +203,7 @@ void Machine::finalize() {
     direction_latency_s_[d] = link_latency_s(static_cast<LinkDirection>(d));
     direction_bandwidth_Bps_[d] = link_bandwidth_Bps(static_cast<LinkDirection>(d));
   }
+  apply_route_figures();
 }
 
 bool identical_devices(const Device& a, const Device& b) {

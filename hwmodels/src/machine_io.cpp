@@ -144,7 +144,8 @@ class MachineReader {
   }
 
  private:
-  static constexpr std::string_view kRootKeys[] = {"name", "description", "devices", "switches", "links", "cluster"};
+  static constexpr std::string_view kRootKeys[] = {"name",  "description",   "devices", "switches",
+                                                   "links", "route_figures", "cluster"};
   static constexpr std::string_view kClusterKeys[] = {"node", "nodes", "network"};
   static constexpr std::string_view kNetworkKeys[] = {"bandwidth_Bps", "latency_s", "nics", "attach_bandwidth_Bps"};
   static constexpr std::string_view kDeviceKeys[] = {
@@ -157,6 +158,7 @@ class MachineReader {
                                                     "memory_half_bytes"};
   static constexpr std::string_view kLinkKeys[] = {"a",         "b",         "kind", "bandwidth_Bps",
                                                    "latency_s", "reverse_bandwidth_Bps", "reverse_latency_s"};
+  static constexpr std::string_view kRouteFigureKeys[] = {"from", "to", "bandwidth_Bps", "latency_s"};
 
   int line_of(const YAML::Node& node, int fallback) const {
     if (!node.IsDefined()) return fallback;
@@ -239,7 +241,7 @@ class MachineReader {
       if (!allow_cluster_)
         fail(field_line("", "cluster"), "cluster", "",
              "a cluster's node must be a single-node machine, not a cluster");
-      for (std::string_view key : {"devices", "switches", "links"})
+      for (std::string_view key : {"devices", "switches", "links", "route_figures"})
         if (root[std::string(key)])
           fail(field_line("", key), std::string(key), "", "not allowed beside `cluster` (a cluster's devices come from its node)");
       Machine m = read_cluster(root, name);
@@ -287,6 +289,19 @@ class MachineReader {
              "a machine may hold at most " + std::to_string(16 * kMaxClusterDevices) + " links");
       for (std::size_t i = 0; i < links.size(); ++i)
         m.links.push_back(read_link(links[i], "links[" + std::to_string(i) + "]", field_line("", "links")));
+    }
+
+    if (root["route_figures"]) {
+      const YAML::Node figures = root["route_figures"];
+      if (!figures.IsSequence())
+        fail(field_line("", "route_figures"), "route_figures", describe_node(figures),
+             "must be a sequence of route figures");
+      if (figures.size() > 16 * kMaxClusterDevices)
+        fail(field_line("", "route_figures"), "route_figures", std::to_string(figures.size()) + " entries",
+             "a machine may hold at most " + std::to_string(16 * kMaxClusterDevices) + " route figures");
+      for (std::size_t i = 0; i < figures.size(); ++i)
+        m.route_figures.push_back(read_route_figure(figures[i], "route_figures[" + std::to_string(i) + "]",
+                                                    field_line("", "route_figures")));
     }
 
     try {
@@ -558,6 +573,39 @@ class MachineReader {
     if (node["reverse_latency_s"])
       l.reverse_latency_s = read_quantity(node, path, "reverse_latency_s", Quantity::kSeconds, true);
     return l;
+  }
+
+  // `from: gpu:0` or `from: [gpu:0, gpu:1]`: device names (Machine::finalize checks that they are).
+  std::vector<std::string> read_names(const YAML::Node& map, const std::string& path, std::string_view key) {
+    const YAML::Node node = map[std::string(key)];
+    const std::string field = field_path(path, key);
+    const int line = field_line(path, key);
+    const std::string rule = "must be a device name or a non-empty sequence of device names";
+    std::vector<std::string> names;
+    if (node.IsScalar()) {
+      names.push_back(node.Scalar());
+    } else if (node.IsSequence() && node.size() > 0) {
+      for (std::size_t k = 0; k < node.size(); ++k) {
+        const std::string item = field + "[" + std::to_string(k) + "]";
+        lines_[item] = line_of(node[k], line);
+        if (!node[k].IsScalar()) fail(lines_[item], item, describe_node(node[k]), "must be a device name");
+        names.push_back(node[k].Scalar());
+      }
+    } else {
+      fail(line, field, describe_node(node), rule);
+    }
+    return names;
+  }
+
+  RouteFigure read_route_figure(const YAML::Node& node, const std::string& path, int parent_line) {
+    static constexpr std::string_view kRequired[] = {"from", "to"};
+    check_map(node, path, parent_line, kRouteFigureKeys, kRequired);
+    RouteFigure f;
+    f.from = read_names(node, path, "from");
+    f.to = read_names(node, path, "to");
+    if (node["bandwidth_Bps"]) f.bandwidth_Bps = read_quantity(node, path, "bandwidth_Bps", Quantity::kBandwidth, false);
+    if (node["latency_s"]) f.latency_s = read_quantity(node, path, "latency_s", Quantity::kSeconds, true);
+    return f;
   }
 
   std::string origin_;

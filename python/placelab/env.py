@@ -14,8 +14,8 @@ placement order (row i is group ``env.order[i]``):
     [F, F + D)    one-hot of the device chosen for the group so far (all 0 before it is placed)
     F + D         1 for the group the next action places, else 0 (all 0 once the episode ends)
 
-D is the number of devices the env may use (``env.devices``: all of the machine's, or its GPUs
-with ``devices="gpus"``); an action is an index into ``env.devices``. ``PlacementBanditEnv``'s
+D is the number of devices the env may use (``env.devices``: all of the machine's, its GPUs with
+``devices="gpus"``, or its GPUs and first CPU with ``devices="tensorflow"``); an action is an index into ``env.devices``. ``PlacementBanditEnv``'s
 observation is the feature block alone, (G, F), and its action one device index per row.
 
 Reward at the end: ``-t`` (``reward="neg_time"``) or ``-sqrt(t)`` (``"neg_sqrt_time"``, Mirhoseini
@@ -120,8 +120,8 @@ class _PlacementBase:
             raise _placelab.InputError(f"reward = {reward}: must be one of {', '.join(_REWARDS)}")
         if not (oom_time_s > 0 and math.isfinite(oom_time_s)):
             raise _placelab.InputError(f"oom_time_s = {oom_time_s}: must be a finite number > 0")
-        if devices not in ("all", "gpus"):
-            raise _placelab.InputError(f"devices = {devices}: must be all or gpus")
+        if devices not in ("all", "gpus", "tensorflow"):
+            raise _placelab.InputError(f"devices = {devices}: must be one of all, gpus, tensorflow")
         self.graph = graph
         self.machine = machine
         self.simulator = _placelab.Simulator(graph, machine)
@@ -129,7 +129,11 @@ class _PlacementBase:
         self.reward_kind = reward
         self.oom_time_s = float(oom_time_s)
         kinds = machine.device_kinds
-        self.devices = np.array([d for d in range(machine.num_devices) if devices == "all" or kinds[d] == "gpu"],
+        # "tensorflow": TensorFlow 1.x's list, the host's one CPU device (the first CPU, where
+        # cpu-only ops run) and the GPUs, as a scenario's `devices: tensorflow` (docs/scenarios.md).
+        host = next((d for d in range(machine.num_devices) if kinds[d] == "cpu"), None)
+        self.devices = np.array([d for d in range(machine.num_devices)
+                                 if devices == "all" or kinds[d] == "gpu" or (devices == "tensorflow" and d == host)],
                                 dtype=np.int32)
         if self.devices.size == 0:
             raise _placelab.InputError(f"devices = {devices}: machine {machine.name} has none")

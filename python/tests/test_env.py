@@ -68,6 +68,14 @@ def test_gpus_only_and_bad_actions(small_graph, machine):
         pl.PlacementEnv(small_graph, machine, reward="time")
 
 
+def test_tensorflow_device_list_is_the_first_cpu_and_the_gpus(small_graph):
+    p100 = pl.Machine.preset("p100x4")  # cpu:0, cpu:1, gpu:0-3
+    assert pl.PlacementEnv(small_graph, p100, devices="tensorflow").devices.tolist() == [0, 2, 3, 4, 5]
+    assert pl.PlacementEnv(small_graph, p100, devices="all").devices.size == 6
+    with pytest.raises(pl.InputError):
+        pl.PlacementEnv(small_graph, p100, devices="cpus")
+
+
 def test_bandit_is_one_step(small_graph, machine):
     env = pl.PlacementBanditEnv(small_graph, machine, devices="gpus", oom_time_s=50)
     obs, _ = env.reset(seed=5)

@@ -382,6 +382,8 @@ TEST_F(Cli, ScenarioErrorsNameFileAndLine) {
       {"name: x\nmodel: resnet50\nbaselines: [exact:1e9]\n", "baselines[] = exact:1e9: exact.time_limit_s = 1000000000: must be in (0, 86400] seconds"},
       {"name: x\nmodel: resnet50\nbaselines: [m_sct:2]\n", "baselines[] = m_sct:2: m_sct.favorite_threshold = 2"},
       {"name: x\nmodel: resnet50\nsamples: -1\nbaselines: [single_gpu]\n", "samples = -1"},
+      {"name: x\nmodel: resnet50\ndevices: cpus\nbaselines: [single_gpu]\n",
+       "bad.yaml:3: devices = cpus: must be one of all, gpus, tensorflow"},
       {"name: x\nbaselines: [single_gpu]\n", "needs `model"},
       {"name: [x\n", "YAML syntax error"},
       {small_scenario(quickstart_, dir_ / "o", "verify: {backend: cpu, every: 12, rounds: 3}\n"),

@@ -201,9 +201,9 @@ TEST(MachineYaml, FieldErrorsNameFileLineFieldValueAndRule) {
       {"? [a, b]\n: 1\nname: toy\n", "t.yaml:1: (document): keys must be plain names, not <a sequence>"},
       {"- a\n- b\n",
        "t.yaml:1: (document) = <a sequence>: must be a mapping with keys name, description, devices, switches, links, "
-       "cluster"},
+       "route_figures, cluster"},
       {"", "t.yaml:1: (document) = <empty>: must be a mapping with keys name, description, devices, switches, links, "
-           "cluster"},
+           "route_figures, cluster"},
   };
   for (const Case& c : cases) EXPECT_EQ(load_error(c.text), c.message) << c.text;
 }
@@ -214,7 +214,8 @@ TEST(MachineYaml, UnknownDuplicateAndMissingKeys) {
             "memory_bandwidth_Bps, memory_bytes, streams, launch_overhead_s, full_speed_ops, dispatch_s, copy_engine, "
             "efficiency");
   EXPECT_EQ(load_error(with_line(1, "nam: toy")),
-            "t.yaml:1: nam: unknown key; expected one of name, description, devices, switches, links, cluster");
+            "t.yaml:1: nam: unknown key; expected one of name, description, devices, switches, links, "
+            "route_figures, cluster");
   EXPECT_EQ(load_error(with_line(23, "    latency: 0")),
             "t.yaml:23: links[0].latency: unknown key; expected one of a, b, kind, bandwidth_Bps, latency_s, "
             "reverse_bandwidth_Bps, reverse_latency_s");
@@ -278,6 +279,61 @@ TEST(MachineYaml, FinalizeErrorsPointAtTheOffendingEntry) {
   EXPECT_EQ(load_error(without_lines(24, 29)),
             "t.yaml:10: devices[1] = gpu:0: no route from cpu:0 (devices never relay traffic: link both to a "
             "common switch or to each other)");
+}
+
+// kToy with measured figures of its two host routes, one named alone and one in a list.
+const std::string kToyWithFigures = std::string(kToy) +
+                                    "route_figures:\n"                // 30
+                                    "  - from: gpu:0\n"               // 31
+                                    "    to: [cpu:0]\n"               // 32
+                                    "    bandwidth_Bps: 2.54 GB/s\n"  // 33
+                                    "  - from: [cpu:0]\n"             // 34
+                                    "    to: gpu:0\n"                 // 35
+                                    "    latency_s: 9.5 us\n";        // 36
+
+std::string figures_error(int n, const std::string& replacement) {
+  auto lines = lines_of(kToyWithFigures);
+  lines.at(static_cast<std::size_t>(n - 1)) = replacement;
+  return load_error(text_of(lines));
+}
+
+TEST(MachineYaml, RouteFiguresGiveWholeRoutesTheirMeasuredFigures) {
+  const Machine m = parse_machine_yaml(kToyWithFigures, "t.yaml");
+  ASSERT_EQ(m.route_figures.size(), 2u);
+  EXPECT_EQ(m.route_figures[0].from, std::vector<std::string>{"gpu:0"});
+  EXPECT_DOUBLE_EQ(m.route(1, 0).bandwidth_Bps, 2.54e9);
+  EXPECT_DOUBLE_EQ(m.route(1, 0).latency_s, 5e-6);  // the hops' sum: the entry gives no latency
+  EXPECT_DOUBLE_EQ(m.route(0, 1).latency_s, 9.5e-6);
+  EXPECT_DOUBLE_EQ(m.route(0, 1).bandwidth_Bps, 11.3e9);
+  // Written back (a calibrated machine file's block) and read again: the same figures.
+  const Machine again = parse_machine_yaml(machine_yaml(m, false), "again.yaml");
+  EXPECT_DOUBLE_EQ(again.route(1, 0).bandwidth_Bps, 2.54e9);
+  EXPECT_DOUBLE_EQ(again.route(0, 1).latency_s, 9.5e-6);
+}
+
+TEST(MachineYaml, RouteFigureErrorsNameFileLineFieldValueAndRule) {
+  EXPECT_EQ(figures_error(32, "    to: [cpu:0, rc:0]"), "t.yaml:32: route_figures[0].to[1] = rc:0: not a device name");
+  EXPECT_EQ(figures_error(31, "  - from: gpu:7"), "t.yaml:31: route_figures[0].from[0] = gpu:7: not a device name");
+  EXPECT_EQ(figures_error(33, "    latency: 1 us"),
+            "t.yaml:33: route_figures[0].latency: unknown key; expected one of from, to, bandwidth_Bps, latency_s");
+  EXPECT_EQ(figures_error(33, "    bandwidth_Bps: 0"), "t.yaml:33: route_figures[0].bandwidth_Bps = 0: must be > 0");
+  EXPECT_EQ(figures_error(36, "    latency_s: soon"),
+            "t.yaml:36: route_figures[1].latency_s = soon: must be a number of seconds, e.g. 5e-6 or \"5 us\"");
+  EXPECT_EQ(figures_error(33, "    to: cpu:0"), "t.yaml:33: route_figures[0].to: duplicate key");
+  EXPECT_EQ(figures_error(32, "    too: [cpu:0]").rfind("t.yaml:32: route_figures[0].too: unknown key", 0), 0u);
+  EXPECT_EQ(figures_error(32, "    to: {a: b}"),
+            "t.yaml:32: route_figures[0].to = <a mapping>: must be a device name or a non-empty sequence of device "
+            "names");
+  EXPECT_EQ(figures_error(32, "    to: []"),
+            "t.yaml:32: route_figures[0].to = <a sequence>: must be a device name or a non-empty sequence of device "
+            "names");
+  EXPECT_EQ(figures_error(33, "    kind: pcie").rfind("t.yaml:33: route_figures[0].kind: unknown key", 0), 0u);
+  EXPECT_EQ(figures_error(33, ""), "t.yaml:31: route_figures[0]: must give bandwidth_Bps, latency_s or both");
+  EXPECT_EQ(figures_error(35, "    to: cpu:0"), "t.yaml:34: route_figures[1]: names no pair of two different devices");
+  EXPECT_EQ(load_error(kToyWithFigures + "  - from: gpu:0\n    to: cpu:0\n    latency_s: 1 us\n"),
+            "t.yaml:37: route_figures[2] = gpu:0 -> cpu:0: already given by route_figures[0]");
+  EXPECT_EQ(load_error(std::string(kToy) + "route_figures: 3\n"),
+            "t.yaml:30: route_figures = 3: must be a sequence of route figures");
 }
 
 TEST(MachineYaml, SyntaxErrorsCarryTheLine) {

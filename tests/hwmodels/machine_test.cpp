@@ -158,6 +158,39 @@ TEST(MachineRoute, TransferTimeIsLatencyPlusBytesOverBottleneck) {
   EXPECT_DOUBLE_EQ(cost.transfer_time_s(1 << 20, 2, 2), 0);
 }
 
+// A route figure replaces the route's figures for the pairs it names, one direction, and nothing
+// else: the hops (what a copy holds) are the search's, other pairs keep their hops' figures.
+TEST(MachineRoute, RouteFigureGivesItsPairsTheirMeasuredFigures) {
+  Machine plain = two_k80_boards();
+  Machine m = plain;
+  m.route_figures = {{.from = {"gpu:0", "gpu:1", "gpu:2", "gpu:3"}, .to = {"gpu:0", "gpu:1", "gpu:2", "gpu:3"},
+                      .bandwidth_Bps = 8.9e9},
+                     {.from = {"gpu:3"}, .to = {"cpu:0"}, .latency_s = 20e-6}};
+  m.finalize();
+  for (DeviceId s = 1; s < 5; ++s)
+    for (DeviceId t = 1; t < 5; ++t) {
+      if (s == t) continue;
+      const Route r = m.route(s, t), before = plain.route(s, t);
+      EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 8.9e9);
+      EXPECT_DOUBLE_EQ(r.latency_s, before.latency_s);  // left out: the hops' sum
+      EXPECT_EQ(hop_names(m, r), hop_names(plain, before));
+      EXPECT_TRUE(m.has_route_figure(s, t));
+    }
+  const Route d2h = m.route(4, 0);
+  EXPECT_DOUBLE_EQ(d2h.latency_s, 20e-6);
+  EXPECT_DOUBLE_EQ(d2h.bandwidth_Bps, 11e9);
+  // The other direction and the other host pairs keep their hops' figures.
+  EXPECT_DOUBLE_EQ(m.route(0, 4).latency_s, plain.route(0, 4).latency_s);
+  EXPECT_FALSE(m.has_route_figure(0, 4));
+  EXPECT_FALSE(m.has_route_figure(1, 0));
+  struct Fixed : CostModel {
+    explicit Fixed(const Machine& machine) : CostModel(machine) {}
+    double model_op_time_s(const Op&, DeviceId) const override { return 0; }
+    std::string describe() const override { return "fixed"; }
+  } cost(m);
+  EXPECT_DOUBLE_EQ(cost.transfer_time_s(8'900'000, 1, 3), 8e-6 + 1e-3);
+}
+
 // The message finalize() throws, and the field it names.
 std::pair<std::string, std::string> finalize_error(Machine m) {
   try {
@@ -228,6 +261,43 @@ TEST(MachineFinalize, RejectsBadValuesNamingFieldAndValue) {
     EXPECT_EQ(finalize_error(m).first, "links[0].b = cpu:0: must differ from a (a link joins two nodes)");
   }
   EXPECT_EQ(finalize_error(Machine{}).first, "devices: must list at least one device");
+}
+
+TEST(MachineFinalize, RejectsBadRouteFiguresNamingTheEntry) {
+  Machine base = two_k80_boards();
+  auto with = [&](std::vector<RouteFigure> figures) {
+    Machine m = base;
+    m.route_figures = std::move(figures);
+    return finalize_error(m);
+  };
+  EXPECT_EQ(with({{.from = {"gpu:0"}, .to = {"rc:0"}, .bandwidth_Bps = 1e9}}),
+            std::make_pair(std::string("route_figures[0].to[0] = rc:0: not a device name"),
+                           std::string("route_figures[0].to[0]")));
+  EXPECT_EQ(with({{.from = {}, .to = {"gpu:1"}, .bandwidth_Bps = 1e9}}).first,
+            "route_figures[0].from: must name at least one device");
+  EXPECT_EQ(with({{.from = {"gpu:0"}, .to = {"gpu:1"}}}).first,
+            "route_figures[0]: must give bandwidth_Bps, latency_s or both");
+  EXPECT_EQ(with({{.from = {"gpu:0"}, .to = {"gpu:1"}, .bandwidth_Bps = 0}}).first,
+            "route_figures[0].bandwidth_Bps = 0: must be a finite number > 0");
+  EXPECT_EQ(with({{.from = {"gpu:0"}, .to = {"gpu:1"}, .latency_s = -1e-6}}).first,
+            "route_figures[0].latency_s = -1e-06: must be a finite number >= 0");
+  EXPECT_EQ(with({{.from = {"gpu:0"}, .to = {"gpu:0"}, .latency_s = 1e-6}}).first,
+            "route_figures[0]: names no pair of two different devices");
+  EXPECT_EQ(with({{.from = {"gpu:0", "gpu:1"}, .to = {"gpu:2"}, .bandwidth_Bps = 9e9},
+                  {.from = {"gpu:3"}, .to = {"gpu:2"}, .bandwidth_Bps = 9e9},
+                  {.from = {"gpu:1"}, .to = {"gpu:2", "gpu:3"}, .latency_s = 1e-5}}),
+            std::make_pair(std::string("route_figures[2] = gpu:1 -> gpu:2: already given by route_figures[0]"),
+                           std::string("route_figures[2]")));
+  EXPECT_EQ(with({{.from = {"gpu:0", "gpu:0"}, .to = {"gpu:2"}, .bandwidth_Bps = 9e9}}).first,
+            "route_figures[0] = gpu:0 -> gpu:2: names this pair twice");
+  // Each finalize applies the list as it is then.
+  Machine m = base;
+  m.route_figures = {{.from = {"gpu:0"}, .to = {"gpu:1"}, .bandwidth_Bps = 1e9}};
+  m.finalize();
+  EXPECT_DOUBLE_EQ(m.route(1, 2).bandwidth_Bps, 1e9);
+  m.route_figures.clear();
+  m.finalize();
+  EXPECT_DOUBLE_EQ(m.route(1, 2).bandwidth_Bps, 11e9);
 }
 
 TEST(MachineFinalize, RouteNeedsFinalizeAfterTheLastChange) {

@@ -99,13 +99,17 @@ TEST(Presets, ClustersComposeTheirNodePresets) {
     const Route inside = m.route(*m.find_device("node3/gpu:1"), *m.find_device("node3/gpu:6"));
     const Route local = node.route(*node.find_device("gpu:1"), *node.find_device("gpu:6"));
     EXPECT_EQ(inside.latency_s, local.latency_s) << c.name;
+    EXPECT_EQ(inside.bandwidth_Bps, local.bandwidth_Bps) << c.name;  // the node's route figures too
     EXPECT_EQ(inside.hops.size(), local.hops.size()) << c.name;
     const Route across = m.route(*m.find_device(c.src), *m.find_device(c.dst));
     int network_hops = 0;
     for (LinkDirection d : across.hops) network_hops += m.links[d / 2].kind == LinkKind::kNetwork;
     EXPECT_EQ(network_hops, 2) << c.name;
-    EXPECT_GE(across.latency_s, c.network_latency_s) << c.name;
+    // GPU to GPU across nodes: the network's measured figures (GPUDirect: PCIe hops inside them).
+    EXPECT_DOUBLE_EQ(across.latency_s, c.network_latency_s) << c.name;
   }
+  const Machine d = load_machine("dgx1x8-ib100");
+  EXPECT_DOUBLE_EQ(d.route(*d.find_device("node0/gpu:1"), *d.find_device("node7/gpu:6")).bandwidth_Bps, 10.2e9);
   // H100: each GPU sends through its own NIC, straight to the peer GPU's: the network's latency.
   const Machine h = load_machine("h100x8x32-ndr400");
   const Route r = h.route(*h.find_device("node0/gpu:3"), *h.find_device("node1/gpu:6"));
@@ -138,8 +142,9 @@ TEST(Presets, K80SameBoardCrossesOnlyTheBoardSwitch) {
   EXPECT_EQ(hop_names(m, id(m, "gpu:0"), id(m, "gpu:1")),
             (std::vector<std::string>{"pcie gpu:0->plx:0", "pcie plx:0->gpu:1"}));
   const Route& r = m.route(id(m, "gpu:0"), id(m, "gpu:1"));
-  EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 11.3e9);  // the die link, bandwidthTest H2D/D2H
+  EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 8.89e9);  // measured P2P, a route figure (the die link is 11.3 GB/s)
   EXPECT_NEAR(r.latency_s, 7.2e-6, 1e-12);    // measured same-board P2P 6.7–7.8 µs
+  EXPECT_TRUE(m.has_route_figure(id(m, "gpu:0"), id(m, "gpu:1")));
 }
 
 TEST(Presets, K80AcrossBoardsGoesThroughTheRootComplex) {
@@ -148,26 +153,45 @@ TEST(Presets, K80AcrossBoardsGoesThroughTheRootComplex) {
             (std::vector<std::string>{"pcie gpu:1->plx:0", "pcie plx:0->rc:0", "pcie rc:0->plx:3",
                                       "pcie plx:3->gpu:6"}));
   const Route& r = m.route(id(m, "gpu:1"), id(m, "gpu:6"));
-  EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 11.3e9);
-  EXPECT_NEAR(r.latency_s, 9.4e-6, 1e-12);  // measured cross-board P2P 8.0–11.6 µs
-  // Host to die: memory, uplink, die link; the die link (11.3 GB/s) is the bottleneck.
+  EXPECT_DOUBLE_EQ(r.bandwidth_Bps, 8.89e9);  // measured P2P across boards, a route figure
+  EXPECT_NEAR(r.latency_s, 9.4e-6, 1e-12);    // measured cross-board P2P 8.0–11.6 µs
+  // Host to die: memory, uplink, die link; the die link (11.3 GB/s, measured H2D) is the bottleneck.
   const Route& h2d = m.route(id(m, "cpu:0"), id(m, "gpu:5"));
   EXPECT_EQ(h2d.hops.size(), 3u);
   EXPECT_DOUBLE_EQ(h2d.bandwidth_Bps, 11.3e9);
+  EXPECT_FALSE(m.has_route_figure(id(m, "cpu:0"), id(m, "gpu:5")));
+  // Every die-to-die pair carries the P2P figure.
+  for (DeviceId a = 1; a < m.num_devices(); ++a)
+    for (DeviceId b = 1; b < m.num_devices(); ++b)
+      if (a != b) {
+        EXPECT_DOUBLE_EQ(m.route(a, b).bandwidth_Bps, 8.89e9) << a << " -> " << b;
+      }
 }
 
 TEST(Presets, P100x4SocketsAndQpi) {
   Machine m = load_machine("p100x4");
   EXPECT_EQ(m.num_devices(), 6u);
-  // Same socket: through the root complex at the H2D rate.
+  auto route = [&](const char* a, const char* b) { return m.route(id(m, a), id(m, b)); };
+  // Same socket: host copies at the measured NUMA-local rates; GPU to GPU through the root
+  // complex at a P2P figure (the K80 server's, an estimate), not at either GPU's host rate.
   EXPECT_EQ(hop_names(m, id(m, "gpu:0"), id(m, "gpu:1")),
             (std::vector<std::string>{"pcie gpu:0->rc:0", "pcie rc:0->gpu:1"}));
-  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:0"), id(m, "gpu:1")).bandwidth_Bps, 12.15e9);
-  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:1"), id(m, "cpu:0")).bandwidth_Bps, 12.89e9);  // D2H
-  // Across sockets: the QPI segment at the measured NUMA-remote rate.
+  EXPECT_DOUBLE_EQ(route("gpu:0", "gpu:1").bandwidth_Bps, 8.89e9);
+  EXPECT_DOUBLE_EQ(route("gpu:0", "gpu:1").latency_s, 8.8e-6);
+  EXPECT_DOUBLE_EQ(route("gpu:1", "cpu:0").bandwidth_Bps, 12.89e9);  // D2H
+  EXPECT_DOUBLE_EQ(route("cpu:0", "gpu:1").bandwidth_Bps, 12.15e9);  // H2D
+  EXPECT_DOUBLE_EQ(route("cpu:0", "gpu:1").latency_s, 8.5e-6);
+  // Across sockets, one QPI segment, but a figure per path: host memory at the measured NUMA-remote
+  // rates, GPU to GPU staged through the host at the K80 server's cross-socket rate.
   EXPECT_EQ(hop_names(m, id(m, "cpu:0"), id(m, "gpu:2")),
             (std::vector<std::string>{"memory cpu:0->rc:0", "qpi rc:0->rc:1", "pcie rc:1->gpu:2"}));
-  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:0"), id(m, "gpu:3")).bandwidth_Bps, 3.16e9);
+  EXPECT_DOUBLE_EQ(route("cpu:0", "gpu:2").bandwidth_Bps, 3.78e9);
+  EXPECT_DOUBLE_EQ(route("gpu:0", "cpu:1").bandwidth_Bps, 2.54e9);
+  EXPECT_DOUBLE_EQ(route("gpu:0", "cpu:1").latency_s, 9.5e-6);
+  EXPECT_EQ(hop_names(m, id(m, "gpu:0"), id(m, "gpu:3")),
+            (std::vector<std::string>{"pcie gpu:0->rc:0", "qpi rc:0->rc:1", "pcie rc:1->gpu:3"}));
+  EXPECT_DOUBLE_EQ(route("gpu:0", "gpu:3").bandwidth_Bps, 7.8e9);
+  EXPECT_DOUBLE_EQ(route("gpu:3", "gpu:0").latency_s, 24e-6);
   // CPU to CPU: the direct QPI link, not the PCIe path.
   EXPECT_EQ(hop_names(m, id(m, "cpu:0"), id(m, "cpu:1")), (std::vector<std::string>{"qpi cpu:0->cpu:1"}));
 }
@@ -191,7 +215,21 @@ TEST(Presets, Dgx1NvlinkCubeMeshAndPcieFallback) {
   EXPECT_EQ(hop_names(m, id(m, "gpu:0"), id(m, "gpu:5")),
             (std::vector<std::string>{"pcie gpu:0->plx:0", "pcie plx:0->rc:0", "qpi rc:0->rc:1",
                                       "pcie rc:1->plx:2", "pcie plx:2->gpu:5"}));
-  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:0"), id(m, "gpu:5")).bandwidth_Bps, 11.4e9);  // D2H of gpu:0
+  // Staged through host memory: the measured cross-socket figures of the V100 node, per direction.
+  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:0"), id(m, "gpu:5")).bandwidth_Bps, 10.6e9);
+  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:5"), id(m, "gpu:0")).bandwidth_Bps, 11.1e9);
+  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:0"), id(m, "gpu:5")).latency_s, 17.5e-6);
+  // Host copies: the PCIe links' rates and a host crossing's latency (one more µs to the far socket).
+  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:6"), id(m, "cpu:1")).bandwidth_Bps, 11.4e9);
+  EXPECT_DOUBLE_EQ(m.route(id(m, "gpu:6"), id(m, "cpu:1")).latency_s, 8.5e-6);
+  EXPECT_DOUBLE_EQ(m.route(id(m, "cpu:0"), id(m, "gpu:6")).bandwidth_Bps, 12e9);
+  EXPECT_DOUBLE_EQ(m.route(id(m, "cpu:0"), id(m, "gpu:6")).latency_s, 9.5e-6);
+  // Every pair of a GPU and another device has a figure of its own or a direct NVLink.
+  for (DeviceId s = 0; s < m.num_devices(); ++s)
+    for (DeviceId t = 0; t < m.num_devices(); ++t)
+      if (s != t && (m.devices[s].kind == DeviceKind::kGpu || m.devices[t].kind == DeviceKind::kGpu)) {
+        EXPECT_TRUE(m.has_route_figure(s, t) || m.route(s, t).hops.size() == 1) << s << " -> " << t;
+      }
   int no_nvlink_pairs = 0;
   for (int a = 0; a < 8; ++a)
     for (int b = a + 1; b < 8; ++b)

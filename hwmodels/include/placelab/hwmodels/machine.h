@@ -100,6 +100,20 @@ struct Link {
   std::optional<double> reverse_latency_s;
 };
 
+// The measured figures of whole routes, for paths whose measurement no link's own figure gives:
+// a GPU-to-GPU copy staged through host memory across sockets is not limited by the socket link's
+// rate for GPU-to-host copies, and P2P between two GPUs is slower than either GPU's host link. A
+// copy from any device of `from` to any device of `to` (a device and itself excepted) takes
+// latency_s + bytes / bandwidth_Bps with these values in place of the route's sum of hop latencies
+// and bottleneck bandwidth; a figure left out keeps the hops' one. Only the figures change: the
+// route (the link directions a copy holds, where copies contend) is still the search's over the
+// links' figures. One direction per entry; an ordered pair may be named by one entry only.
+struct RouteFigure {
+  std::vector<std::string> from, to;    // device names
+  std::optional<double> bandwidth_Bps;  // bytes/s; nullopt: the route's bottleneck
+  std::optional<double> latency_s;      // seconds; nullopt: the sum of the route's hop latencies
+};
+
 // The resource one transfer direction occupies: link index × 2 + (0 for a→b, 1 for b→a).
 using LinkDirection = uint32_t;
 
@@ -107,8 +121,8 @@ using LinkDirection = uint32_t;
 // table: valid while the Machine lives and is not finalised again.
 struct Route {
   std::span<const LinkDirection> hops;  // in order from source to destination
-  double latency_s = 0;                 // sum of hop latencies
-  double bandwidth_Bps = 0;             // bottleneck (minimum) bandwidth along the hops
+  double latency_s = 0;                 // sum of hop latencies, or the pair's RouteFigure
+  double bandwidth_Bps = 0;             // bottleneck (minimum) bandwidth along the hops, or the pair's RouteFigure
 };
 
 // Every device-to-device route of a finalised machine, flat: a machine of 640 devices (64 DGX-1)
@@ -135,6 +149,7 @@ struct Machine {
   std::vector<Device> devices;
   std::vector<std::string> switches;  // intermediate nodes that compute nothing
   std::vector<Link> links;
+  std::vector<RouteFigure> route_figures;  // measured figures of whole routes (YAML `route_figures`)
 
   // Validates names, values and connectivity and computes all device-to-device routes. A route
   // minimises the time of a 1 MiB reference transfer, Σ latency + bytes / bottleneck bandwidth
@@ -142,15 +157,19 @@ struct Machine {
   // forward traffic: a path never passes through another device. On a machine of several nodes
   // (names `<node>/<local>`, cluster.h), a route between two devices of one node passes only
   // through that node's switches and never through a NIC (a switch with a `network` link).
+  // Then applies route_figures to the pairs they name.
   // Throws MachineError naming the entry at fault (a value out of range, an unknown link
-  // endpoint, a device no route reaches).
+  // endpoint, a device no route reaches, a route figure naming no device or a pair twice).
   // Must be called after any change and before route().
   void finalize();
 
   std::size_t num_devices() const { return devices.size(); }
   std::optional<DeviceId> find_device(std::string_view name) const;
-  // The route from src to dst (src ≠ dst). Requires finalize() after the last change.
+  // The route from src to dst (src ≠ dst): its hops, and its figures (the hops' sum and minimum,
+  // or the pair's RouteFigure). Requires finalize() after the last change.
   Route route(DeviceId src, DeviceId dst) const;
+  // Whether a RouteFigure gives the route from src to dst its figures; for reports.
+  bool has_route_figure(DeviceId src, DeviceId dst) const;
   // Every route at once, for the simulator's pair table (which reads it rather than copying it).
   const RouteTable& route_table() const { return routes_; }
   // Number of directed link resources (2 × links.size()).
@@ -163,8 +182,18 @@ struct Machine {
   std::optional<DeviceId> default_cpu() const;
 
  private:
+  // A RouteFigure as it applies to one ordered pair (src × devices + dst); NaN: the hops' figure.
+  struct PairFigure {
+    std::size_t pair;
+    double latency_s, bandwidth_Bps;
+  };
+  // Validates route_figures and fills pair_figures_; part of finalize().
+  void apply_route_figures();
+  const PairFigure* pair_figure(std::size_t pair) const;
+
   RouteTable routes_;
   std::vector<double> direction_latency_s_, direction_bandwidth_Bps_;  // per link direction, for route()
+  std::vector<PairFigure> pair_figures_;  // sorted by pair; a few per node, so searched, not a table
 };
 
 }  // namespace placelab
